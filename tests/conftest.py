@@ -1,0 +1,30 @@
+"""Shared test set-up: one TensorFlow per pytest process, split into two logical CPUs.
+
+Two logical CPU devices let MirroredStrategy tests run on a machine without GPUs.
+They must be configured before TensorFlow initialises its devices, hence at import.
+"""
+import os
+import pathlib
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+
+_cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(
+    _cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+
+import pytest  # noqa: E402
+
+PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
+TEST_DATA = PROJECT_ROOT / "tests" / "data"
+
+
+@pytest.fixture
+def project_root():
+    return PROJECT_ROOT
+
+
+@pytest.fixture
+def test_data_dir():
+    return TEST_DATA
