@@ -28,3 +28,12 @@ def project_root():
 @pytest.fixture
 def test_data_dir():
     return TEST_DATA
+
+
+@pytest.fixture(scope='session')
+def slim_nets():
+    """nets.json of slim_reference, reduced to variables and end points."""
+    import gzip
+    import json
+    with gzip.open(TEST_DATA / 'slim_reference' / 'nets.json.gz', 'rt') as f:
+        return json.load(f)

@@ -1,0 +1,60 @@
+"""CifarNet as in TF-Slim: the CIFAR-10 network of the TensorFlow tutorial, after
+Krizhevsky's cuda-convnet layers-18pct configuration (two conv + LRN, three fc)."""
+import tensorflow as tf
+
+from nets import layers
+from nets.network import Network
+from nets.registry import register_network
+
+
+def _local_response_norm(inputs):
+    return tf.nn.local_response_normalization(
+        inputs, depth_radius=4, bias=1.0, alpha=0.001 / 9.0, beta=0.75)
+
+
+class CifarNet(Network):
+    default_image_size = 32
+
+    def __init__(self, num_classes: int = 10, *, weight_decay: float = 0.004,
+                 is_training: bool = False, dropout_keep_prob: float = 0.5,
+                 scope: str = 'CifarNet'):
+        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training)
+        self.dropout_keep_prob = dropout_keep_prob
+        # As slim's cifarnet_arg_scope: only the hidden fc layers are weight-decayed.
+        conv = dict(weights_initializer=layers.truncated_normal_initializer(5e-2))
+        fc = dict(weights_initializer=layers.truncated_normal_initializer(0.04),
+                  biases_initializer=layers.constant_initializer(0.1),
+                  weight_decay=weight_decay)
+        self.conv1 = layers.Conv2D(f'{scope}/conv1', 64, 5, **conv)
+        self.conv2 = layers.Conv2D(f'{scope}/conv2', 64, 5, **conv)
+        self.fc3 = layers.FullyConnected(f'{scope}/fc3', 384, **fc)
+        self.fc4 = layers.FullyConnected(f'{scope}/fc4', 192, **fc)
+        self.logits = (layers.FullyConnected(
+            f'{scope}/logits', num_classes, activation=None,
+            weights_initializer=layers.truncated_normal_initializer(1 / 192.0))
+            if num_classes else None)
+
+    def forward(self, images, training):
+        end_points = {}
+        net = end_points['conv1'] = self.conv1(images)
+        net = end_points['pool1'] = layers.max_pool2d(net, 2, 2)
+        net = _local_response_norm(net)
+        net = end_points['conv2'] = self.conv2(net)
+        net = _local_response_norm(net)
+        net = end_points['pool2'] = layers.max_pool2d(net, 2, 2)
+        net = end_points['Flatten'] = layers.flatten(net)
+        net = end_points['fc3'] = self.fc3(net)
+        net = layers.dropout(net, self.dropout_keep_prob, training)
+        net = end_points['fc4'] = self.fc4(net)
+        if not self.num_classes:
+            return net, end_points
+        logits = end_points['Logits'] = self.logits(net)
+        end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
+        return logits, end_points
+
+
+@register_network('cifarnet', default_image_size=32, preprocessing_name='cifarnet',
+                  default_num_classes=10)
+def cifarnet(num_classes=10, weight_decay=0.004, is_training=False, **options):
+    return CifarNet(num_classes, weight_decay=weight_decay, is_training=is_training,
+                    **options)

@@ -1,0 +1,45 @@
+"""LeNet as in TF-Slim: LeCun et al., "Gradient-based learning applied to document
+recognition", Proc. IEEE 1998 (slim's variant: ReLU, max pooling, 1024-unit fc3)."""
+import tensorflow as tf
+
+from nets import layers
+from nets.network import Network
+from nets.registry import register_network
+
+
+class LeNet(Network):
+    default_image_size = 28
+
+    def __init__(self, num_classes: int = 10, *, weight_decay: float = 0.0,
+                 is_training: bool = False, dropout_keep_prob: float = 0.5,
+                 scope: str = 'LeNet'):
+        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training)
+        self.dropout_keep_prob = dropout_keep_prob
+        common = dict(weights_initializer=layers.truncated_normal_initializer(0.1),
+                      weight_decay=weight_decay)
+        self.conv1 = layers.Conv2D(f'{scope}/conv1', 32, 5, **common)
+        self.conv2 = layers.Conv2D(f'{scope}/conv2', 64, 5, **common)
+        self.fc3 = layers.FullyConnected(f'{scope}/fc3', 1024, **common)
+        self.fc4 = (layers.FullyConnected(f'{scope}/fc4', num_classes, activation=None,
+                                          **common) if num_classes else None)
+
+    def forward(self, images, training):
+        end_points = {}
+        net = end_points['conv1'] = self.conv1(images)
+        net = end_points['pool1'] = layers.max_pool2d(net, 2, 2)
+        net = end_points['conv2'] = self.conv2(net)
+        net = end_points['pool2'] = layers.max_pool2d(net, 2, 2)
+        net = end_points['Flatten'] = layers.flatten(net)
+        net = end_points['fc3'] = self.fc3(net)
+        if not self.num_classes:
+            return net, end_points
+        net = end_points['dropout3'] = layers.dropout(net, self.dropout_keep_prob, training)
+        logits = end_points['Logits'] = self.fc4(net)
+        end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
+        return logits, end_points
+
+
+@register_network('lenet', default_image_size=28, preprocessing_name='lenet',
+                  default_num_classes=10)
+def lenet(num_classes=10, weight_decay=0.0, is_training=False, **options):
+    return LeNet(num_classes, weight_decay=weight_decay, is_training=is_training, **options)

@@ -1,0 +1,27 @@
+"""`get_network_fn(name, num_classes, ...)`: a model name to a network object.
+
+Importing this module imports every net module, which registers itself; the list below
+is the only place a new net module must be added.
+"""
+from nets import cifarnet, lenet  # noqa: F401  (imported to register)
+from nets import registry
+from nets.network import Network
+
+get_spec = registry.get_spec
+network_names = registry.names
+
+
+def get_network_fn(name: str, num_classes: int, weight_decay: float = 0.0,
+                   is_training: bool = False, **options) -> Network:
+    """Builds the named network; `net(images)` returns `(logits, end_points)`.
+
+    `options` left as None are dropped, so unset command-line values never override a
+    net's own defaults. The returned object has `default_image_size` and `spec`.
+    """
+    spec = registry.get_spec(name)
+    options = {key: value for key, value in options.items() if value is not None}
+    net = spec.builder(num_classes=num_classes, weight_decay=weight_decay,
+                       is_training=is_training, **options)
+    net.spec = spec
+    net.default_image_size = spec.default_image_size
+    return net

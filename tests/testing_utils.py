@@ -1,0 +1,32 @@
+"""Helpers shared by tests (importable: tests/ is on pytest's pythonpath)."""
+import pathlib
+
+TEST_DATA = pathlib.Path(__file__).resolve().parent / "data"
+
+
+def golden_weight_value(name, shape):
+    """The value slim_reference's golden runs gave variable `name` (see its README)."""
+    import zlib
+    import numpy as np
+    rng = np.random.default_rng(zlib.crc32(name.encode('utf-8')))
+    shape = tuple(shape)
+    if name.endswith('moving_variance'):
+        value = rng.uniform(0.5, 1.5, shape)
+    elif name.endswith('gamma'):
+        value = 1.0 + 0.1 * rng.standard_normal(shape)
+    elif name.endswith(('beta', 'moving_mean', 'biases', 'bias')):
+        value = 0.1 * rng.standard_normal(shape)
+    elif name.endswith('depthwise_weights'):
+        value = rng.standard_normal(shape) * np.sqrt(2 / (shape[0] * shape[1]))
+    elif len(shape) >= 2:
+        value = rng.standard_normal(shape) * np.sqrt(2 / np.prod(shape[:-1]))
+    else:
+        value = 0.1 * rng.standard_normal(shape)
+    return value.astype(np.float32)
+
+
+def golden_input(image_size):
+    import numpy as np
+    return np.random.default_rng(0).uniform(
+        -1, 1, (2, image_size, image_size, 3)).astype(np.float32)
+
