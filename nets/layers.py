@@ -62,13 +62,19 @@ class BatchNormParams:
     scale: bool = False
 
 
+def _is_variable(value):
+    return isinstance(value, tf.Variable)
+
+
 class Layer(tf.Module):
     """A module whose variables live under an absolute slim scope."""
 
     def __init__(self, scope: str):
         super().__init__(name=scope.replace('/', '_'))
         self.scope = scope
-        self._regularized = []  # (l2 scale, variable)
+        # Variable name -> L2 scale. Names, not variables, so checkpoints see each
+        # variable once, under its attribute.
+        self._weight_decay_by_name = {}
 
     def _add_variable(self, name, shape, initializer, *, dtype=tf.float32,
                       trainable=True, weight_decay=0.0, **variable_kwargs):
@@ -78,13 +84,15 @@ class Layer(tf.Module):
                 initializer(list(shape), dtype), name=name, trainable=trainable,
                 **variable_kwargs)
         if weight_decay:
-            self._regularized.append((weight_decay, variable))
+            self._weight_decay_by_name[variable.name] = weight_decay
         return variable
 
     def regularization_losses(self):
         """slim's l2_regularizer terms: scale * sum(w**2) / 2, one per decayed weight."""
-        return [tf.multiply(scale, tf.nn.l2_loss(v), name='l2_loss')
-                for scale, v in self._regularized]
+        return [tf.multiply(self._weight_decay_by_name[v.name], tf.nn.l2_loss(v),
+                            name='l2_loss')
+                for v in self._flatten(recursive=False, predicate=_is_variable)
+                if v.name in self._weight_decay_by_name]
 
 
 class BatchNorm(Layer):

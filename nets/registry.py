@@ -7,31 +7,26 @@ from deployment.errors import UsageError
 
 @dataclasses.dataclass(frozen=True)
 class NetworkSpec:
-    """What the rest of the toolkit needs to know about a network, besides the net itself.
-
-    label_offset is 1 for nets whose logits reserve class 0 for 'background' (slim's
-    ImageNet checkpoints with 1001 classes); the data's labels are shifted by it.
-    """
+    """What the rest of the toolkit needs to know about a network, besides the net itself."""
     name: str
     builder: Callable
     default_image_size: int
     preprocessing_name: str
     default_num_classes: Optional[int] = None
-    label_offset: int = 0
 
 
 _NETWORKS: Dict[str, NetworkSpec] = {}
 
 
 def register_network(name: str, *, default_image_size: int, preprocessing_name: str,
-                     default_num_classes: Optional[int] = None, label_offset: int = 0):
+                     default_num_classes: Optional[int] = None):
     """Decorator for a builder `(num_classes, weight_decay, is_training, **options) -> Network`."""
 
     def register(builder):
         if name in _NETWORKS:
             raise ValueError(f'Network {name!r} is registered twice.')
         _NETWORKS[name] = NetworkSpec(name, builder, default_image_size,
-                                      preprocessing_name, default_num_classes, label_offset)
+                                      preprocessing_name, default_num_classes)
         return builder
 
     return register

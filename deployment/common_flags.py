@@ -1,0 +1,156 @@
+"""Every command-line flag of the scripts, each defined once, in groups.
+
+Scripts call the `define_*` functions they need, then the `*_from_flags` functions to
+turn parsed flags into frozen config objects. Flags that mirror a config dataclass
+field take their default from it, so the two cannot drift apart. Library code never
+reads FLAGS.
+"""
+import dataclasses
+import sys
+import typing
+
+from absl import flags
+
+from deployment import learning_rate, model_deploy, optimizers
+from deployment.errors import UsageError
+
+FLAGS = flags.FLAGS
+
+
+def _define_from_dataclass(config_class, helps):
+    """One flag per field of config_class, with the field's default and type."""
+    hints = typing.get_type_hints(config_class)
+    definers = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
+                float: flags.DEFINE_float, str: flags.DEFINE_string}
+    for field in dataclasses.fields(config_class):
+        definers[hints[field.name]](field.name, field.default, helps[field.name])
+
+
+def _from_dataclass(config_class, **overrides):
+    values = {f.name: FLAGS[f.name].value for f in dataclasses.fields(config_class)
+              if f.name in FLAGS}
+    return config_class(**{**values, **overrides})
+
+
+def split_scopes(value):
+    """slim's comma-separated scope lists, e.g. 'InceptionV3/Logits,InceptionV3/AuxLogits'."""
+    return tuple(s.strip() for s in (value or '').split(',') if s.strip())
+
+
+# --- Dataset, model and preprocessing: train, eval and export. ---
+
+def define_model_flags():
+    flags.DEFINE_string('model_name', 'inception_v3', 'The name of the network to use '
+                        '(see nets/nets_factory.py; --helpfull lists none, the error does).')
+    flags.DEFINE_integer('labels_offset', 0, 'Labels to subtract from the dataset\'s: '
+                         'train a 1000-class net on data whose class 0 is "background" '
+                         'with 1.')
+    flags.DEFINE_bool('use_grayscale', False, 'Convert images to one grey channel.')
+
+
+def define_dataset_flags(default_split):
+    flags.DEFINE_string('dataset_name', 'imagenet', 'The name of the dataset to load.')
+    flags.DEFINE_string('dataset_split_name', default_split, 'The split to read.')
+    flags.DEFINE_string('dataset_dir', None, 'Where the dataset\'s TFRecords are '
+                        '(written by download_and_convert_data.py).')
+    flags.DEFINE_string('file_pattern', None, 'Override of the dataset\'s file name '
+                        'pattern, relative to --dataset_dir, with %s for the split.')
+    flags.DEFINE_string('preprocessing_name', None, 'The preprocessing to use; '
+                        'defaults to the one registered with --model_name.')
+    flags.DEFINE_integer('num_readers', 4, 'TFRecord files read in parallel.')
+    flags.DEFINE_integer('num_preprocessing_threads', 4,
+                         'Threads decoding and preprocessing images.')
+    flags.DEFINE_integer('batch_size', None, 'Examples per batch (per clone in '
+                         'training). Default: 32 to train, 100 to evaluate.')
+
+
+# --- Training only. ---
+
+def define_deployment_flags():
+    flags.DEFINE_integer('num_clones', 1, 'Model clones (replicas) on this machine.')
+    flags.DEFINE_bool('clone_on_cpu', False, 'Put the clones on logical CPU devices.')
+    flags.DEFINE_integer('worker_replicas', 1, 'Number of worker machines.')
+    flags.DEFINE_integer('num_ps_tasks', 0, 'Number of parameter servers; 0 means '
+                         'variables live on the workers.')
+    flags.DEFINE_integer('task', 0, 'This worker\'s index among --worker_replicas.')
+
+
+def define_training_flags():
+    flags.DEFINE_string('train_dir', '/tmp/tfmodel/',
+                        'Where checkpoints and event logs are written.')
+    flags.DEFINE_integer('train_image_size', None, 'Training image size; default: the '
+                         'network\'s default image size.')
+    flags.DEFINE_integer('max_number_of_steps', None, 'Steps to train for (a resumed '
+                         'run counts from its checkpoint); default: forever.')
+    flags.DEFINE_integer('log_every_n_steps', 10, 'Steps between log lines.')
+    flags.DEFINE_integer('save_summaries_secs', 600, 'Seconds between TensorBoard '
+                         'summaries.')
+    flags.DEFINE_integer('save_interval_secs', 600, 'Seconds between checkpoints.')
+    flags.DEFINE_integer('max_checkpoints_to_keep', 5, 'Most recent checkpoints kept.')
+    flags.DEFINE_float('weight_decay', 0.00004, 'The weight decay on the model weights.')
+    flags.DEFINE_float('label_smoothing', 0.0, 'The amount of label smoothing.')
+    flags.DEFINE_integer('seed', None, 'Seed for data shuffling.')
+    # Fine-tuning.
+    flags.DEFINE_string('checkpoint_path', None, 'Checkpoint to start from when '
+                        '--train_dir has none (a TF-Slim or toolkit checkpoint).')
+    flags.DEFINE_string('checkpoint_exclude_scopes', None, 'Comma-separated variable '
+                        'scopes not restored from --checkpoint_path.')
+    flags.DEFINE_string('trainable_scopes', None, 'Comma-separated scopes to train; '
+                        'default: all trainable variables.')
+    flags.DEFINE_bool('ignore_missing_vars', False, 'Skip variables missing from '
+                      '--checkpoint_path instead of failing.')
+    _define_from_dataclass(optimizers.OptimizerConfig, {
+        'optimizer': 'One of ' + ', '.join(optimizers.OPTIMIZER_NAMES) + '.',
+        'opt_epsilon': 'Epsilon of adadelta, adam and rmsprop (TF1 semantics).',
+        'adadelta_rho': 'The decay rate for adadelta.',
+        'adagrad_initial_accumulator_value': 'Starting value of the AdaGrad accumulators.',
+        'adam_beta1': 'Exponential decay rate of the 1st moment estimates.',
+        'adam_beta2': 'Exponential decay rate of the 2nd moment estimates.',
+        'ftrl_learning_rate_power': 'The learning rate power.',
+        'ftrl_initial_accumulator_value': 'Starting value of the FTRL accumulators.',
+        'ftrl_l1': 'The FTRL l1 regularization strength.',
+        'ftrl_l2': 'The FTRL l2 regularization strength.',
+        'momentum': 'The momentum of the momentum optimizer.',
+        'rmsprop_momentum': 'Momentum of rmsprop.',
+        'rmsprop_decay': 'Decay term of rmsprop.',
+    })
+    _define_from_dataclass(learning_rate.LearningRateConfig, {
+        'learning_rate_decay_type': 'fixed, exponential or polynomial.',
+        'learning_rate': 'Initial learning rate.',
+        'end_learning_rate': 'Minimal learning rate of polynomial decay.',
+        'learning_rate_decay_factor': 'Learning rate decay factor.',
+        'num_epochs_per_decay': 'Epochs after which the learning rate decays.',
+        'warmup_epochs': 'Epochs of linear warm-up from 0 to --learning_rate.',
+        'sync_replicas': 'Synchronise the worker replicas (multi-worker training).',
+        'replicas_to_aggregate': 'Gradients to collect before updating (sync_replicas).',
+    })
+
+
+# --- Evaluation and export. ---
+
+def define_checkpoint_flag(help_text):
+    flags.DEFINE_string('checkpoint_path', None, help_text)
+
+
+def deployment_config_from_flags() -> model_deploy.DeploymentConfig:
+    return model_deploy.DeploymentConfig(
+        num_clones=FLAGS.num_clones, clone_on_cpu=FLAGS.clone_on_cpu,
+        replica_id=FLAGS.task, num_replicas=FLAGS.worker_replicas,
+        num_ps_tasks=FLAGS.num_ps_tasks)
+
+
+def optimizer_config_from_flags() -> optimizers.OptimizerConfig:
+    return _from_dataclass(optimizers.OptimizerConfig)
+
+
+def learning_rate_config_from_flags() -> learning_rate.LearningRateConfig:
+    return _from_dataclass(learning_rate.LearningRateConfig)
+
+
+def run_and_exit_on_usage_error(job, *args):
+    """Runs job(*args); a UsageError or NotImplementedError becomes one line and exit 1."""
+    try:
+        return job(*args)
+    except (UsageError, NotImplementedError) as error:
+        sys.stderr.write(f'ERROR: {error}\n')
+        sys.exit(1)

@@ -1,0 +1,101 @@
+"""Learning-rate schedules of TF-Slim's train_image_classifier.py (_configure_learning_rate).
+
+Reproduces the later slim version that has --warmup_epochs:
+
+    steps_per_epoch = num_samples_per_epoch / batch_size     (/ replicas_to_aggregate
+                                                               when sync_replicas)
+    decay_steps = int(steps_per_epoch * num_epochs_per_decay)
+    exponential: lr * decay_factor ** floor(step / decay_steps)
+    polynomial:  (lr - end_lr) * (1 - min(step, decay_steps) / decay_steps) + end_lr
+    fixed:       lr
+    warmup:      min(lr * step / (steps_per_epoch * warmup_epochs), decayed lr)
+
+batch_size is slim's per-clone --batch_size, so with several replicas each one counts
+epochs on its own, as slim's clones did.
+"""
+import dataclasses
+from typing import Callable
+
+import tensorflow as tf
+
+from deployment.errors import UsageError
+
+DECAY_TYPES = ('fixed', 'exponential', 'polynomial')
+
+
+@dataclasses.dataclass(frozen=True)
+class LearningRateConfig:
+    """The learning-rate flags of TF-Slim's train_image_classifier.py."""
+    learning_rate_decay_type: str = 'exponential'
+    learning_rate: float = 0.01
+    end_learning_rate: float = 0.0001
+    learning_rate_decay_factor: float = 0.94
+    num_epochs_per_decay: float = 2.0
+    warmup_epochs: float = 0.0
+    sync_replicas: bool = False
+    replicas_to_aggregate: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class LearningRateSchedule:
+    """Maps the global step to a float32 learning rate; works inside tf.function."""
+    config: LearningRateConfig
+    steps_per_epoch: float
+    decay_steps: int
+
+    def __call__(self, global_step) -> tf.Tensor:
+        config = self.config
+        # TF1's decay functions compute in the learning rate's dtype, float32.
+        step = tf.cast(global_step, tf.float32)
+        learning_rate = tf.constant(config.learning_rate, tf.float32)
+        decay_type = config.learning_rate_decay_type
+        if decay_type == 'exponential':
+            exponent = tf.floor(step / float(self.decay_steps))
+            learning_rate = learning_rate * tf.pow(
+                tf.constant(config.learning_rate_decay_factor, tf.float32), exponent)
+        elif decay_type == 'polynomial':
+            decay_steps = tf.constant(float(self.decay_steps), tf.float32)
+            fraction = tf.minimum(step, decay_steps) / decay_steps
+            end = tf.constant(config.end_learning_rate, tf.float32)
+            learning_rate = (learning_rate - end) * (1.0 - fraction) + end
+        if config.warmup_epochs:
+            warmup_learning_rate = (
+                config.learning_rate * step / (self.steps_per_epoch * config.warmup_epochs))
+            learning_rate = tf.minimum(warmup_learning_rate, learning_rate)
+        return learning_rate
+
+
+def create_learning_rate_fn(
+        config: LearningRateConfig, num_samples_per_epoch: int,
+        batch_size: int) -> Callable[[tf.Tensor], tf.Tensor]:
+    """Slim's learning-rate schedule as a function of the global step."""
+    if config.learning_rate_decay_type not in DECAY_TYPES:
+        raise UsageError(
+            f"Unknown learning_rate_decay_type '{config.learning_rate_decay_type}'; "
+            f"set --learning_rate_decay_type to one of: {', '.join(DECAY_TYPES)}.")
+    if batch_size <= 0:
+        raise UsageError(f'batch_size is {batch_size}; set --batch_size to a positive number.')
+    if num_samples_per_epoch <= 0:
+        raise UsageError(
+            f'The dataset split has {num_samples_per_epoch} samples; '
+            'choose a split with samples in it.')
+    if config.sync_replicas and config.replicas_to_aggregate <= 0:
+        raise UsageError(
+            f'replicas_to_aggregate is {config.replicas_to_aggregate}; '
+            'set --replicas_to_aggregate to a positive number.')
+    if config.warmup_epochs < 0:
+        raise UsageError(
+            f'warmup_epochs is {config.warmup_epochs}; set --warmup_epochs to zero or more.')
+
+    steps_per_epoch = num_samples_per_epoch / batch_size
+    if config.sync_replicas:
+        steps_per_epoch /= config.replicas_to_aggregate
+    decay_steps = int(steps_per_epoch * config.num_epochs_per_decay)
+    if decay_steps <= 0 and config.learning_rate_decay_type != 'fixed':
+        raise UsageError(
+            f'The learning rate would decay every {decay_steps} steps '
+            f'({num_samples_per_epoch} samples per epoch, batch size {batch_size}, '
+            f'{config.num_epochs_per_decay} epochs per decay); raise --num_epochs_per_decay '
+            'or lower --batch_size so that a decay period spans at least one step.')
+    return LearningRateSchedule(
+        config=config, steps_per_epoch=steps_per_epoch, decay_steps=decay_steps)

@@ -1,0 +1,263 @@
+"""One training loop for every strategy: an inner `tf.function` running N steps under
+`strategy.run`, and an outer Python loop for logging, summaries and checkpoints."""
+import dataclasses
+import math
+import signal
+import threading
+import time
+from typing import Callable, Dict, Optional, Sequence
+
+import tensorflow as tf
+from absl import logging
+
+from deployment import checkpoints
+from deployment.errors import UsageError
+
+AUX_LOSS_WEIGHT = 0.4  # slim's weight for Inception's auxiliary head
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    train_dir: str
+    batch_size: int  # per clone, as slim's --batch_size
+    max_number_of_steps: Optional[int] = None
+    log_every_n_steps: int = 10
+    save_interval_secs: float = 600
+    save_summaries_secs: float = 600
+    max_checkpoints_to_keep: int = 5
+    label_smoothing: float = 0.0
+    checkpoint_path: Optional[str] = None
+    checkpoint_exclude_scopes: Sequence[str] = ()
+    trainable_scopes: Sequence[str] = ()
+    ignore_missing_vars: bool = False
+    num_image_summaries: int = 3
+
+    def __post_init__(self):
+        if self.batch_size < 1:
+            raise UsageError(f'--batch_size must be at least 1, got {self.batch_size}.')
+        if self.log_every_n_steps < 1:
+            raise UsageError('--log_every_n_steps must be at least 1.')
+        if self.max_number_of_steps is not None and self.max_number_of_steps < 1:
+            raise UsageError('--max_number_of_steps must be at least 1 when set.')
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise UsageError('--label_smoothing must be in [0, 1).')
+
+
+def softmax_cross_entropy(logits, labels, label_smoothing: float):
+    """Mean softmax cross-entropy against one-hot labels smoothed as slim smooths them."""
+    num_classes = tf.shape(logits)[-1]
+    targets = tf.one_hot(labels, num_classes, dtype=logits.dtype)
+    if label_smoothing:
+        targets = targets * (1.0 - label_smoothing) + label_smoothing / tf.cast(
+            num_classes, logits.dtype)
+    return tf.reduce_mean(
+        tf.nn.softmax_cross_entropy_with_logits(labels=targets, logits=logits))
+
+
+def compute_losses(logits, end_points, labels, network, label_smoothing) -> Dict:
+    losses = {'cross_entropy': softmax_cross_entropy(logits, labels, label_smoothing)}
+    if 'AuxLogits' in end_points:
+        losses['aux_cross_entropy'] = AUX_LOSS_WEIGHT * softmax_cross_entropy(
+            end_points['AuxLogits'], labels, label_smoothing)
+    regularization = network.regularization_losses()
+    if regularization:
+        losses['regularization'] = tf.add_n(regularization)
+    return losses
+
+
+def select_trainable(variables, trainable_scopes: Sequence[str]):
+    """slim's --trainable_scopes: only variables under these prefixes train (all if none)."""
+    scopes = [s.strip() for s in trainable_scopes if s.strip()]
+    if not scopes:
+        return list(variables)
+    chosen = [v for v in variables if any(v.name.startswith(s) for s in scopes)]
+    if not chosen:
+        raise UsageError(f'--trainable_scopes={",".join(scopes)} matches no variable; '
+                         f'use prefixes of names such as {variables[0].name[:-2]}.')
+    return chosen
+
+
+class _StopRequest:
+    """Turns SIGTERM/SIGINT into a request to stop at the next step boundary."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        del frame
+        logging.warning('Signal %d received: saving a checkpoint and stopping.', signum)
+        self.requested = True
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def _display_images(images):
+    """Rescales preprocessed images to [0, 1] for TensorBoard, each on its own range."""
+    low = tf.reduce_min(images, axis=[1, 2, 3], keepdims=True)
+    high = tf.reduce_max(images, axis=[1, 2, 3], keepdims=True)
+    return (images - low) / tf.maximum(high - low, 1e-6)
+
+
+class Trainer:
+    """Trains `network` with `optimizer` on batches from `input_fn` under `strategy`.
+
+    network, optimizer and the variables they create must be made under
+    `strategy.scope()`; the Trainer builds both there before the first step.
+    """
+
+    def __init__(self, *, strategy: tf.distribute.Strategy, network, optimizer,
+                 learning_rate_fn: Callable, input_fn: Callable, image_shape,
+                 config: TrainConfig, is_chief: bool = True):
+        self.strategy = strategy
+        self.network = network
+        self.optimizer = optimizer
+        self.learning_rate_fn = learning_rate_fn
+        self.input_fn = input_fn
+        self.config = config
+        self.is_chief = is_chief
+        with strategy.scope():
+            network.build(image_shape)
+            self.train_variables = select_trainable(network.trainable_variables,
+                                                    config.trainable_scopes)
+            optimizer.build(self.train_variables)
+            self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                           name='global_step')
+        self.checkpoint = tf.train.Checkpoint(
+            **{checkpoints.MODEL_KEY: network}, optimizer=optimizer,
+            global_step=self.global_step)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, config.train_dir, max_to_keep=config.max_checkpoints_to_keep,
+            checkpoint_name='model.ckpt', step_counter=self.global_step)
+        self._train_steps = tf.function(self._train_steps_fn)
+
+    # --- The inner loop. ---
+
+    def _replica_step(self, images, labels):
+        num_replicas = self.strategy.num_replicas_in_sync
+        learning_rate = self.learning_rate_fn(self.global_step)
+        with tf.GradientTape() as tape:
+            logits, end_points = self.network(images, training=True)
+            losses = compute_losses(logits, end_points, labels, self.network,
+                                    self.config.label_smoothing)
+            total_loss = tf.add_n(list(losses.values()))
+            # Gradients are summed over replicas; scaling gives their mean.
+            scaled_loss = total_loss / num_replicas
+        gradients = tape.gradient(scaled_loss, self.train_variables)
+        self.optimizer.apply_gradients(zip(gradients, self.train_variables), learning_rate)
+        metrics = {'total_loss': total_loss, 'learning_rate': learning_rate, **losses}
+        return metrics, images[:self.config.num_image_summaries]
+
+    def _step(self, iterator):
+        images, labels = next(iterator)
+        metrics, first_images = self.strategy.run(self._replica_step, args=(images, labels))
+        self.global_step.assign_add(1)
+        mean = tf.distribute.ReduceOp.MEAN
+        metrics = {k: self.strategy.reduce(mean, v, axis=None) for k, v in metrics.items()}
+        return metrics, self.strategy.experimental_local_results(first_images)[0]
+
+    def _train_steps_fn(self, iterator, num_steps):
+        outputs = self._step(iterator)
+        for _ in tf.range(num_steps - 1):
+            outputs = self._step(iterator)
+        return outputs
+
+    # --- The outer loop. ---
+
+    def _restore_or_initialize(self) -> int:
+        latest = self.manager.latest_checkpoint
+        if latest:
+            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            logging.info('Resumed from %s at step %d.', latest, int(self.global_step.numpy()))
+        elif self.config.checkpoint_path:
+            checkpoints.restore_network(
+                self.network, self.config.checkpoint_path,
+                exclude_scopes=self.config.checkpoint_exclude_scopes,
+                ignore_missing_vars=self.config.ignore_missing_vars)
+        return int(self.global_step.numpy())
+
+    def _write_summaries(self, writer, step, metrics, images, steps_per_sec):
+        if writer is None:
+            return
+        with writer.as_default(step=step):
+            for name, value in metrics.items():
+                tag = name if name in ('total_loss', 'learning_rate') else f'losses/{name}'
+                tf.summary.scalar(tag, value)
+            if steps_per_sec is not None:
+                tf.summary.scalar('global_step/sec', steps_per_sec)
+            tf.summary.image('images', _display_images(images),
+                             max_outputs=self.config.num_image_summaries)
+        writer.flush()
+
+    def _save(self, step):
+        if self.is_chief:
+            path = self.manager.save(checkpoint_number=step)
+            logging.info('Saved checkpoint %s.', path)
+
+    def train(self) -> Dict[str, float]:
+        """Runs until --max_number_of_steps (or forever); returns the last metrics."""
+        config = self.config
+        step = self._restore_or_initialize()
+        max_steps = config.max_number_of_steps
+        if max_steps is not None and step >= max_steps:
+            logging.info('Checkpoint is at step %d >= --max_number_of_steps=%d; nothing '
+                         'to train.', step, max_steps)
+            return {}
+        examples_per_step = config.batch_size * self.strategy.num_replicas_in_sync
+        dataset = self.strategy.distribute_datasets_from_function(self.input_fn)
+        iterator = iter(dataset)
+        writer = (tf.summary.create_file_writer(config.train_dir)
+                  if self.is_chief else None)
+        last_save = last_summary = time.time()
+        metrics, traced = {}, False
+        with _StopRequest() as stop:
+            while max_steps is None or step < max_steps:
+                num_steps = config.log_every_n_steps - step % config.log_every_n_steps
+                if max_steps is not None:
+                    num_steps = min(num_steps, max_steps - step)
+                started = time.time()
+                metrics, images = self._train_steps(iterator, tf.constant(num_steps))
+                metrics = {k: float(v) for k, v in metrics.items()}
+                elapsed = time.time() - started
+                step = int(self.global_step.numpy())
+                if not math.isfinite(metrics['total_loss']):
+                    raise FloatingPointError(
+                        f'Loss became {metrics["total_loss"]} at step {step}; lower '
+                        f'--learning_rate or check the input data.')
+                sec_per_step = elapsed / num_steps
+                self._log(step, max_steps, metrics, sec_per_step, examples_per_step,
+                          includes_tracing=not traced)
+                now = time.time()
+                if now - last_summary >= config.save_summaries_secs:
+                    self._write_summaries(writer, step, metrics, images,
+                                          None if not traced else 1.0 / sec_per_step)
+                    last_summary = now
+                traced = True
+                if now - last_save >= config.save_interval_secs:
+                    self._save(step)
+                    last_save = now
+                if stop.requested:
+                    break
+        self._write_summaries(writer, step, metrics, images, None)
+        self._save(step)
+        return metrics
+
+    def _log(self, step, max_steps, metrics, sec_per_step, examples_per_step,
+             includes_tracing):
+        remaining = ''
+        if max_steps is not None and not includes_tracing:
+            eta = int((max_steps - step) * sec_per_step)
+            remaining = f', ETA {eta // 3600}:{eta // 60 % 60:02d}:{eta % 60:02d}'
+        timing = ('includes tracing' if includes_tracing else
+                  f'{sec_per_step:.3f} sec/step, '
+                  f'{examples_per_step / sec_per_step:.1f} examples/sec')
+        logging.info('global step %d: loss = %.4f (%s), lr = %.6g%s', step,
+                     metrics['total_loss'], timing, metrics['learning_rate'], remaining)

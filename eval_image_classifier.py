@@ -1,0 +1,40 @@
+"""Evaluates a trained classifier once over a split: prints eval/Accuracy, eval/Recall_5.
+
+  python eval_image_classifier.py --dataset_name=shapes --dataset_dir=/tmp/shapes \
+      --dataset_split_name=validation --model_name=cifarnet \
+      --checkpoint_path=/tmp/train --eval_dir=/tmp/eval
+"""
+from absl import app, flags
+
+from deployment import common_flags, jobs
+
+FLAGS = flags.FLAGS
+common_flags.define_model_flags()
+common_flags.define_dataset_flags(default_split='test')
+common_flags.define_checkpoint_flag('A checkpoint prefix, or a directory whose latest '
+                                    'checkpoint is evaluated.')
+flags.DEFINE_string('eval_dir', '/tmp/tfmodel/', 'Where metrics.json and the event '
+                    'file are written.')
+flags.DEFINE_integer('eval_image_size', None, 'Eval image size; default: the '
+                     'network\'s default image size.')
+flags.DEFINE_integer('max_num_batches', None, 'Evaluate only this many batches; '
+                     'default: the whole split, once.')
+
+DEFAULT_BATCH_SIZE = 100
+
+
+def main(argv):
+    del argv
+    data = jobs.DataConfig(
+        dataset_name=FLAGS.dataset_name, dataset_split_name=FLAGS.dataset_split_name,
+        dataset_dir=FLAGS.dataset_dir, file_pattern=FLAGS.file_pattern,
+        model_name=FLAGS.model_name, preprocessing_name=FLAGS.preprocessing_name,
+        batch_size=FLAGS.batch_size or DEFAULT_BATCH_SIZE,
+        image_size=FLAGS.eval_image_size, labels_offset=FLAGS.labels_offset,
+        use_grayscale=FLAGS.use_grayscale, num_readers=FLAGS.num_readers,
+        num_preprocessing_threads=FLAGS.num_preprocessing_threads)
+    jobs.evaluate(data, FLAGS.checkpoint_path, FLAGS.eval_dir, FLAGS.max_num_batches)
+
+
+if __name__ == '__main__':
+    app.run(lambda argv: common_flags.run_and_exit_on_usage_error(main, argv))

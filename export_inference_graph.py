@@ -1,0 +1,37 @@
+"""Exports a classifier for inference: a SavedModel and/or slim's frozen GraphDef.
+
+  python export_inference_graph.py --model_name=cifarnet --dataset_name=shapes \
+      --checkpoint_path=/tmp/train --saved_model_dir=/tmp/export \
+      --output_file=/tmp/cifarnet.pb
+"""
+from absl import app, flags
+
+from deployment import common_flags, jobs
+
+FLAGS = flags.FLAGS
+common_flags.define_model_flags()
+common_flags.define_checkpoint_flag('Checkpoint prefix or directory with the weights '
+                                    'to export; default: freshly initialised weights.')
+flags.DEFINE_string('dataset_name', 'imagenet', 'The dataset the model was trained on '
+                    '(gives the number of classes and image channels).')
+flags.DEFINE_integer('image_size', None, 'Input height and width; default: the '
+                     'network\'s default image size.')
+flags.DEFINE_integer('batch_size', None, 'Batch size of the GraphDef\'s input; '
+                     'default: any.')
+flags.DEFINE_string('saved_model_dir', None, 'Where to write the SavedModel.')
+flags.DEFINE_string('output_file', None, 'Where to write the frozen GraphDef (.pb) '
+                    'whose input placeholder is named "input".')
+
+
+def main(argv):
+    del argv
+    jobs.export(jobs.ExportConfig(
+        model_name=FLAGS.model_name, dataset_name=FLAGS.dataset_name,
+        checkpoint_path=FLAGS.checkpoint_path, saved_model_dir=FLAGS.saved_model_dir,
+        output_file=FLAGS.output_file, image_size=FLAGS.image_size,
+        batch_size=FLAGS.batch_size, labels_offset=FLAGS.labels_offset,
+        use_grayscale=FLAGS.use_grayscale))
+
+
+if __name__ == '__main__':
+    app.run(lambda argv: common_flags.run_and_exit_on_usage_error(main, argv))
