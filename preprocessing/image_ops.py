@@ -1,0 +1,62 @@
+"""Small image helpers shared by the preprocessing modules."""
+import tensorflow as tf
+
+
+def static_value(value):
+    """`value` as a Python int when known while tracing, else None."""
+    static = tf.get_static_value(value)
+    return None if static is None else int(static)
+
+
+def num_channels(image):
+    """The static channel count of an HWC image, or None if unknown."""
+    return image.shape[-1]
+
+
+def set_output_shape(image, output_height, output_width):
+    """Records the known output size so batching and Keras see a static shape."""
+    image.set_shape([static_value(output_height), static_value(output_width),
+                     num_channels(image)])
+    return image
+
+
+def to_grayscale(image):
+    """RGB to one channel (tf.image.rgb_to_grayscale); one-channel images pass through."""
+    channels = num_channels(image)
+    if channels == 1:
+        return image
+    if channels is not None:
+        return tf.image.rgb_to_grayscale(image)
+    # Channel count only known at run time (e.g. decode_png with channels=0).
+    grayscale = tf.cond(tf.equal(tf.shape(image)[-1], 1),
+                        lambda: image,
+                        lambda: tf.image.rgb_to_grayscale(image))
+    grayscale.set_shape(image.shape[:-1].concatenate([1]))
+    return grayscale
+
+
+def to_rgb(image):
+    """Repeats a one-channel image to three channels; RGB images pass through."""
+    channels = num_channels(image)
+    if channels == 3:
+        return image
+    if channels == 1:
+        return tf.image.grayscale_to_rgb(image)
+    rgb = tf.cond(tf.equal(tf.shape(image)[-1], 1),
+                  lambda: tf.tile(image, [1, 1, 3]),
+                  lambda: image)
+    rgb.set_shape(image.shape[:-1].concatenate([3]))
+    return rgb
+
+
+def resize_bilinear_tf1(image, height, width):
+    """TF1 `resize_bilinear(align_corners=False)`: no half-pixel centres, float32 out.
+
+    tf.image.resize uses half-pixel centres and would not match TF-Slim's outputs.
+    """
+    resized = tf.raw_ops.ResizeBilinear(
+        images=tf.expand_dims(image, 0),
+        size=tf.cast(tf.stack([height, width]), tf.int32),
+        align_corners=False,
+        half_pixel_centers=False)
+    return tf.squeeze(resized, [0])

@@ -1,0 +1,160 @@
+"""Inception preprocessing, as TF-Slim's inception_preprocessing (outputs in [-1, 1])."""
+import tensorflow as tf
+
+from preprocessing import image_ops
+from preprocessing import registry
+
+CENTRAL_FRACTION = 0.875
+BRIGHTNESS_MAX_DELTA = 32.0 / 255.0
+SATURATION_RANGE = (0.5, 1.5)
+HUE_MAX_DELTA = 0.2
+CONTRAST_RANGE = (0.5, 1.5)
+NUM_COLOR_ORDERINGS = 4
+
+
+def _tf1_resize(method):
+    """TF1 `tf.image.resize_images` method 0..3 (bilinear, nearest, bicubic, area)."""
+    def resize(image, height, width):
+        images = tf.expand_dims(image, 0)
+        size = tf.cast(tf.stack([height, width]), tf.int32)
+        if method == 0:
+            resized = tf.raw_ops.ResizeBilinear(
+                images=images, size=size, align_corners=False, half_pixel_centers=False)
+        elif method == 1:
+            resized = tf.raw_ops.ResizeNearestNeighbor(
+                images=images, size=size, align_corners=False, half_pixel_centers=False)
+        elif method == 2:
+            resized = tf.raw_ops.ResizeBicubic(
+                images=images, size=size, align_corners=False, half_pixel_centers=False)
+        else:
+            resized = tf.raw_ops.ResizeArea(images=images, size=size, align_corners=False)
+        return tf.squeeze(resized, [0])
+    return resize
+
+
+_RESIZE_METHODS = [_tf1_resize(method) for method in range(4)]
+
+
+def _apply_random_case(num_cases, make_case):
+    """`make_case(k)()` for k drawn uniformly from [0, num_cases)."""
+    if num_cases == 1:
+        return make_case(0)()
+    selector = tf.random.uniform([], maxval=num_cases, dtype=tf.int32)
+    return tf.switch_case(selector, [make_case(k) for k in range(num_cases)])
+
+
+def distort_color(image, color_ordering=0, fast_mode=True):
+    """Random colour jitter of an RGB image in [0, 1], in one of 4 orders; clipped to [0, 1]."""
+    def brightness(x):
+        return tf.image.random_brightness(x, max_delta=BRIGHTNESS_MAX_DELTA)
+
+    def saturation(x):
+        return tf.image.random_saturation(x, *SATURATION_RANGE)
+
+    def hue(x):
+        return tf.image.random_hue(x, max_delta=HUE_MAX_DELTA)
+
+    def contrast(x):
+        return tf.image.random_contrast(x, *CONTRAST_RANGE)
+
+    if fast_mode:
+        orderings = [(brightness, saturation), (saturation, brightness)]
+    else:
+        orderings = [(brightness, saturation, hue, contrast),
+                     (saturation, brightness, contrast, hue),
+                     (contrast, hue, brightness, saturation),
+                     (hue, saturation, contrast, brightness)]
+    if not 0 <= color_ordering < len(orderings):
+        raise ValueError(f"color_ordering must be in [0, {len(orderings) - 1}], "
+                         f"got {color_ordering}.")
+    for distortion in orderings[color_ordering]:
+        image = distortion(image)
+    # The random_* ops do not clip.
+    return tf.clip_by_value(image, 0.0, 1.0)
+
+
+def distorted_bounding_box_crop(image, bbox, min_object_covered=0.1,
+                                aspect_ratio_range=(0.75, 1.33),
+                                area_range=(0.05, 1.0), max_attempts=100):
+    """Random crop covering part of `bbox`; the whole image if no box is found."""
+    # The stateful TF2 op ignores tf.random.set_seed; a seed drawn here honours it.
+    seed = tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32)
+    begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
+        tf.shape(image),
+        bounding_boxes=bbox,
+        seed=seed,
+        min_object_covered=min_object_covered,
+        aspect_ratio_range=aspect_ratio_range,
+        area_range=area_range,
+        max_attempts=max_attempts,
+        use_image_if_no_bounding_boxes=True)
+    return tf.slice(image, begin, size)
+
+
+def preprocess_for_train(image, height, width, bbox=None, fast_mode=True,
+                         random_crop=True, use_grayscale=False):
+    """Random box crop, resize, flip and colour jitter; float32 in [-1, 1]."""
+    image = image_ops.to_rgb(tf.convert_to_tensor(image))
+    if image.dtype != tf.float32:
+        image = tf.image.convert_image_dtype(image, tf.float32)
+    if bbox is None:
+        bbox = tf.constant([0.0, 0.0, 1.0, 1.0], dtype=tf.float32, shape=[1, 1, 4])
+    if random_crop:
+        image = distorted_bounding_box_crop(image, bbox)
+        image.set_shape([None, None, 3])  # tf.slice loses the channel count.
+
+    # Fast mode always resizes bilinearly; otherwise one of 4 methods at random.
+    num_resize_cases = 1 if fast_mode else len(_RESIZE_METHODS)
+    image = _apply_random_case(
+        num_resize_cases,
+        lambda method: lambda: _RESIZE_METHODS[method](image, height, width))
+    image = tf.image.random_flip_left_right(image)
+
+    num_color_cases = 1 if fast_mode else NUM_COLOR_ORDERINGS
+    image = _apply_random_case(
+        num_color_cases,
+        lambda ordering: lambda: distort_color(image, ordering, fast_mode))
+    if use_grayscale:
+        image = image_ops.to_grayscale(image)
+    image = (image - 0.5) * 2.0
+    return image_ops.set_output_shape(image, height, width)
+
+
+def preprocess_for_eval(image, height, width, central_fraction=CENTRAL_FRACTION,
+                        central_crop=True, use_grayscale=False):
+    """Central crop of 87.5%, TF1 bilinear resize; float32 in [-1, 1]."""
+    image = image_ops.to_rgb(tf.convert_to_tensor(image))
+    if image.dtype != tf.float32:
+        image = tf.image.convert_image_dtype(image, tf.float32)
+    if use_grayscale:
+        image = image_ops.to_grayscale(image)
+    if central_crop and central_fraction:
+        image = tf.image.central_crop(image, central_fraction=central_fraction)
+    if height and width:
+        image = image_ops.resize_bilinear_tf1(image, height, width)
+        image = image_ops.set_output_shape(image, height, width)
+    return (image - 0.5) * 2.0
+
+
+def preprocess_image(image, height, width, is_training=False, use_grayscale=False,
+                     bbox=None, fast_mode=True, crop_image=True):
+    """Float32 [height, width, C] in [-1, 1]; uint8 input is scaled from [0, 255].
+
+    One-channel input is repeated to RGB first (the colour jitter needs 3 channels).
+    """
+    if is_training:
+        return preprocess_for_train(image, height, width, bbox=bbox, fast_mode=fast_mode,
+                                    random_crop=crop_image, use_grayscale=use_grayscale)
+    return preprocess_for_eval(image, height, width, central_crop=crop_image,
+                               use_grayscale=use_grayscale)
+
+
+registry.register(
+    "inception", "inception_v1", "inception_v2", "inception_v3", "inception_v4",
+    "inception_resnet_v2",
+    "mobilenet_v1", "mobilenet_v2", "mobilenet_v2_035", "mobilenet_v2_140",
+    "mobilenet_v3_small", "mobilenet_v3_large",
+    "mobilenet_v3_small_minimalistic", "mobilenet_v3_large_minimalistic",
+    "mobilenet_edgetpu", "mobilenet_edgetpu_075",
+    "nasnet_mobile", "nasnet_large", "pnasnet_mobile", "pnasnet_large",
+)(preprocess_image)
