@@ -6,6 +6,7 @@ field take their default from it, so the two cannot drift apart. Library code ne
 reads FLAGS.
 """
 import dataclasses
+import logging
 import sys
 import typing
 
@@ -149,6 +150,8 @@ def learning_rate_config_from_flags() -> learning_rate.LearningRateConfig:
 
 def run_and_exit_on_usage_error(job, *args):
     """Runs job(*args); a UsageError or NotImplementedError becomes one line and exit 1."""
+    # TensorFlow's own INFO lines (one per traced all-reduce) drown the progress lines.
+    logging.getLogger('tensorflow').setLevel(logging.WARNING)
     try:
         return job(*args)
     except (UsageError, NotImplementedError) as error:

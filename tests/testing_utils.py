@@ -30,3 +30,24 @@ def golden_input(image_size):
     return np.random.default_rng(0).uniform(
         -1, 1, (2, image_size, image_size, 3)).astype(np.float32)
 
+
+
+def write_small_shapes(dataset_dir, num_train=64, num_validation=37, seed=0):
+    """A few `shapes` examples in the real file layout, small enough for fast tests.
+
+    Returns {split: (images, labels)} as written.
+    """
+    import os
+    from datasets import dataset_utils, shapes
+    os.makedirs(dataset_dir, exist_ok=True)
+    written = {}
+    for offset, (split, count) in enumerate([('train', num_train),
+                                            ('validation', num_validation)]):
+        images, labels = shapes.generate(count, seed=seed + offset)
+        half = count // 2
+        for shard, part in enumerate([slice(0, half), slice(half, count)]):
+            path = os.path.join(dataset_dir, f'shapes_{split}_{shard:05d}-of-00002.tfrecord')
+            dataset_utils.write_tfrecord(path, images[part], labels[part])
+        written[split] = (images, labels)
+    dataset_utils.write_label_file(shapes.INFO.labels_to_names(), dataset_dir)
+    return written

@@ -1,0 +1,173 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from deployment import learning_rate, optimizers, train_loop
+from deployment.errors import UsageError
+from nets import nets_factory
+
+
+def _fixed_batches_input_fn(images, labels, per_replica_batch):
+    """Replica i of a step gets batch i of the fixed examples, every step."""
+
+    def input_fn(input_context=None):
+        del input_context
+        return tf.data.Dataset.from_tensor_slices((images, labels)).batch(
+            per_replica_batch).repeat()
+
+    return input_fn
+
+
+def _trainer(strategy, train_dir, input_fn, *, max_steps, batch_size, optimizer='sgd',
+             model='lenet', weight_decay=0.0, **config):
+    with strategy.scope():
+        network = nets_factory.get_network_fn(model, 10, weight_decay=weight_decay,
+                                              is_training=True, dropout_keep_prob=1.0)
+        optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig(optimizer))
+    lr_fn = learning_rate.create_learning_rate_fn(
+        learning_rate.LearningRateConfig('fixed', learning_rate=0.05), 1000, batch_size)
+    return train_loop.Trainer(
+        strategy=strategy, network=network, optimizer=optimizer, learning_rate_fn=lr_fn,
+        input_fn=input_fn, image_shape=(28, 28, 1),
+        config=train_loop.TrainConfig(train_dir=str(train_dir), batch_size=batch_size,
+                                      max_number_of_steps=max_steps, log_every_n_steps=2,
+                                      **config))
+
+
+def _data(count=8, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.uniform(-1, 1, (count, 28, 28, 1)).astype(np.float32),
+            rng.integers(0, 10, count).astype(np.int64))
+
+
+def _values(network):
+    return {v.name: v.numpy() for v in network.variables}
+
+
+def test_two_clones_take_the_same_step_as_one_device_on_the_whole_batch(tmp_path):
+    images, labels = _data()
+    single = _trainer(tf.distribute.get_strategy(), tmp_path / 'one',
+                      _fixed_batches_input_fn(images, labels, 8), max_steps=1, batch_size=8)
+    mirrored_strategy = tf.distribute.MirroredStrategy(
+        ['/cpu:0', '/cpu:1'], cross_device_ops=tf.distribute.ReductionToOneDevice())
+    mirrored = _trainer(mirrored_strategy, tmp_path / 'two',
+                        _fixed_batches_input_fn(images, labels, 4), max_steps=1, batch_size=4)
+    for source, target in zip(single.network.variables, mirrored.network.variables):
+        target.assign(source)
+    before = _values(single.network)
+    single.train()
+    mirrored.train()
+    after_single, after_mirrored = _values(single.network), _values(mirrored.network)
+    assert any(not np.allclose(before[k], after_single[k]) for k in before)
+    for name in after_single:
+        np.testing.assert_allclose(after_mirrored[name], after_single[name],
+                                   rtol=1e-4, atol=1e-6)
+
+
+def test_resume_continues_from_the_checkpoint_and_retrains_nothing(tmp_path):
+    images, labels = _data(16)
+    input_fn = _fixed_batches_input_fn(images, labels, 8)
+    strategy = tf.distribute.get_strategy()
+    first = _trainer(strategy, tmp_path, input_fn, max_steps=3, batch_size=8,
+                     optimizer='rmsprop')
+    first.train()
+    assert int(first.global_step.numpy()) == 3
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith('model.ckpt-3')
+    trained = _values(first.network)
+
+    second = _trainer(strategy, tmp_path, input_fn, max_steps=5, batch_size=8,
+                      optimizer='rmsprop')
+    second._restore_or_initialize()
+    for name, value in _values(second.network).items():
+        np.testing.assert_array_equal(value, trained[name])
+    slot = second.optimizer.get_slot(second.network.trainable_variables[0], 'rms')
+    assert not np.allclose(slot.numpy(), 1.0)  # optimizer state came back too
+    second.train()
+    assert int(second.global_step.numpy()) == 5
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith('model.ckpt-5')
+
+    third = _trainer(strategy, tmp_path, input_fn, max_steps=5, batch_size=8,
+                     optimizer='rmsprop')
+    assert third.train() == {}
+    assert int(third.global_step.numpy()) == 5
+    np.testing.assert_array_equal(third.network.variables[0].numpy(),
+                                  second.network.variables[0].numpy())
+
+
+def test_training_reduces_the_loss_on_a_fixed_batch(tmp_path):
+    images, labels = _data(8)
+    trainer = _trainer(tf.distribute.get_strategy(), tmp_path,
+                       _fixed_batches_input_fn(images, labels, 8), max_steps=30,
+                       batch_size=8, optimizer='momentum')
+    logits, _ = trainer.network(images, training=False)
+    initial = float(train_loop.softmax_cross_entropy(logits, labels, 0.0))
+    final = trainer.train()
+    assert final['cross_entropy'] < 0.5 * initial
+
+
+def test_summaries_are_written(tmp_path):
+    images, labels = _data(8)
+    _trainer(tf.distribute.get_strategy(), tmp_path,
+             _fixed_batches_input_fn(images, labels, 8), max_steps=2, batch_size=8,
+             save_summaries_secs=0).train()
+    tags = set()
+    for event_file in tf.io.gfile.glob(str(tmp_path / 'events.out.tfevents.*')):
+        for record in tf.data.TFRecordDataset(event_file):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            tags.update(value.tag for value in event.summary.value)
+    assert {'total_loss', 'learning_rate', 'losses/cross_entropy', 'images'} <= tags
+
+
+def test_label_smoothing_matches_slim_formula():
+    logits = tf.constant([[2.0, 0.5, -1.0], [0.1, 0.2, 0.3]])
+    labels = tf.constant([0, 2])
+    smoothing = 0.1
+    targets = np.eye(3)[[0, 2]] * (1 - smoothing) + smoothing / 3
+    log_probs = logits.numpy() - np.log(np.exp(logits.numpy()).sum(-1, keepdims=True))
+    expected = -(targets * log_probs).sum(-1).mean()
+    assert float(train_loop.softmax_cross_entropy(logits, labels, smoothing)) == \
+        pytest.approx(expected, rel=1e-6)
+
+
+def test_losses_include_weight_decay_and_aux_head():
+    network = nets_factory.get_network_fn('lenet', 10, weight_decay=0.01)
+    network.build((28, 28, 1))
+    logits = tf.zeros([2, 10])
+    end_points = {'AuxLogits': tf.zeros([2, 10])}
+    losses = train_loop.compute_losses(logits, end_points, tf.constant([1, 2]), network,
+                                       0.0)
+    assert float(losses['cross_entropy']) == pytest.approx(np.log(10), rel=1e-6)
+    assert float(losses['aux_cross_entropy']) == pytest.approx(0.4 * np.log(10), rel=1e-6)
+    assert float(losses['regularization']) == pytest.approx(
+        float(tf.add_n(network.regularization_losses())))
+
+
+def test_trainable_scopes_select_by_prefix():
+    network = nets_factory.get_network_fn('lenet', 10)
+    network.build((28, 28, 1))
+    chosen = train_loop.select_trainable(network.trainable_variables, ['LeNet/fc4'])
+    assert sorted(v.name for v in chosen) == ['LeNet/fc4/biases:0', 'LeNet/fc4/weights:0']
+    with pytest.raises(UsageError, match='matches no variable'):
+        train_loop.select_trainable(network.trainable_variables, ['Nope/'])
+
+
+def test_nan_loss_stops_with_a_clear_error(tmp_path):
+    images, labels = _data(8)
+    trainer = _trainer(tf.distribute.get_strategy(), tmp_path,
+                       _fixed_batches_input_fn(images, labels, 8), max_steps=4,
+                       batch_size=8)
+    network = trainer.network
+
+    class PoisonedNetwork:
+        """The same net, but its logits turn NaN (as after a divergent step)."""
+
+        def __call__(self, images, training):
+            logits, end_points = network(images, training=training)
+            return logits * float('nan'), end_points
+
+        def regularization_losses(self):
+            return network.regularization_losses()
+
+    trainer.network = PoisonedNetwork()
+    with pytest.raises(FloatingPointError, match='lower --learning_rate'):
+        trainer.train()
