@@ -1,0 +1,107 @@
+"""Looks datasets up by name: the one entry point for readers and the converter script."""
+import dataclasses
+import os
+from typing import Mapping
+
+import tensorflow as tf
+
+from datasets import cifar10
+from datasets import dataset_utils
+from datasets import mnist
+from datasets import shapes
+from deployment.errors import UsageError
+
+# The registry: each module declares its own INFO and download_and_convert; adding a
+# dataset means adding its module here, nothing else.
+_DATASET_MODULES = {module.INFO.name: module for module in (cifar10, mnist, shapes)}
+
+
+def dataset_names() -> tuple[str, ...]:
+    return tuple(sorted(_DATASET_MODULES))
+
+
+def _module(name: str):
+    if name not in _DATASET_MODULES:
+        raise UsageError(f"Unknown dataset name {name!r}; use --dataset_name with one of: "
+                         f"{', '.join(dataset_names())}.")
+    return _DATASET_MODULES[name]
+
+
+def _require_dataset_dir(dataset_dir: str | None) -> None:
+    if not dataset_dir:
+        raise UsageError("No dataset directory given; pass --dataset_dir=DIR.")
+
+
+def get_info(name: str) -> dataset_utils.DatasetInfo:
+    """Static facts about a dataset (splits, classes, shape); needs no files."""
+    return _module(name).INFO
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+    """One split of one dataset on disk, and how to decode its records."""
+
+    name: str
+    split_name: str
+    file_pattern: str  # Full glob path.
+    num_samples: int
+    num_classes: int
+    labels_to_names: dict[int, str]
+    image_shape: tuple[int, int, int]
+    items_to_descriptions: Mapping[str, str]
+    dataset_dir: str
+
+    def list_files(self) -> list[str]:
+        """The sorted TFRecord files of this split; UsageError if there are none."""
+        files = sorted(tf.io.gfile.glob(self.file_pattern))
+        if not files:
+            raise UsageError(
+                f"No files match {self.file_pattern}; run download_and_convert_data.py "
+                f"--dataset_name={self.name} --dataset_dir={self.dataset_dir} first.")
+        return files
+
+    def decode(self, serialized_example: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """(uint8 image [H, W, C], int64 label) from one record; fits tf.data map."""
+        return dataset_utils.decode_example(serialized_example, self.image_shape)
+
+
+def get_dataset(name: str, split_name: str, dataset_dir: str,
+                file_pattern: str | None = None) -> DatasetSpec:
+    """Describes split_name of dataset name in dataset_dir.
+
+    file_pattern, like TF-Slim's, overrides the file name template: relative to
+    dataset_dir, with %s replaced by the split name.
+    """
+    info = get_info(name)
+    if split_name not in info.splits_to_sizes:
+        raise UsageError(f"Unknown split {split_name!r} for dataset {name}; use one of: "
+                         f"{', '.join(info.splits_to_sizes)}.")
+    _require_dataset_dir(dataset_dir)
+    pattern = file_pattern or info.file_pattern
+    if "%s" in pattern:
+        pattern = pattern % split_name
+    if dataset_utils.has_labels(dataset_dir):
+        labels_to_names = dataset_utils.read_label_file(dataset_dir)
+    else:
+        labels_to_names = info.labels_to_names()
+    return DatasetSpec(
+        name=name,
+        split_name=split_name,
+        file_pattern=os.path.join(dataset_dir, pattern),
+        num_samples=info.splits_to_sizes[split_name],
+        num_classes=info.num_classes,
+        labels_to_names=labels_to_names,
+        image_shape=tuple(info.image_shape),
+        items_to_descriptions=dict(info.items_to_descriptions),
+        dataset_dir=dataset_dir,
+    )
+
+
+def download_and_convert(name: str, dataset_dir: str, keep_archives: bool = False) -> None:
+    """Downloads (or generates) dataset name and writes its TFRecords to dataset_dir."""
+    if not name:
+        raise UsageError(f"No dataset name given; pass --dataset_name with one of: "
+                         f"{', '.join(dataset_names())}.")
+    module = _module(name)
+    _require_dataset_dir(dataset_dir)
+    module.download_and_convert(dataset_dir, keep_archives=keep_archives)

@@ -1,0 +1,48 @@
+"""Downloads a dataset (or generates one) and converts it to TF-Slim-format TFRecords.
+
+Usage:
+  python download_and_convert_data.py --dataset_name=shapes --dataset_dir=/tmp/shapes
+  python download_and_convert_data.py --dataset_name=mnist --dataset_dir=/tmp/mnist
+  python download_and_convert_data.py --dataset_name=cifar10 --dataset_dir=/tmp/cifar10
+
+Re-running skips finished work: existing TFRecords are kept, and verified archives
+(see --keep_archives) are not downloaded again.
+"""
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow is imported.
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+
+from datasets import dataset_factory  # noqa: E402
+from datasets import download  # noqa: E402
+from deployment.errors import UsageError  # noqa: E402
+
+flags.DEFINE_string(
+    "dataset_name", None,
+    f"Dataset to convert, one of: {', '.join(dataset_factory.dataset_names())}.")
+flags.DEFINE_string("dataset_dir", None,
+                    "Directory the TFRecords and labels.txt are written to (created if "
+                    "missing); downloads are stored there too.")
+flags.DEFINE_bool("keep_archives", False,
+                  "Keep the downloaded archives after conversion (TF-Slim deleted them). "
+                  "Kept archives are verified and reused, not downloaded again, when the "
+                  "conversion is re-run. Ignored for shapes, which downloads nothing.")
+
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    if len(argv) > 1:
+        sys.exit(f"ERROR: Unexpected arguments {' '.join(argv[1:])}; pass only flags.")
+    try:
+        dataset_factory.download_and_convert(FLAGS.dataset_name, FLAGS.dataset_dir,
+                                             keep_archives=FLAGS.keep_archives)
+    except (UsageError, download.DownloadError) as e:
+        sys.exit(f"ERROR: {e}")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,41 @@
+"""The script, run as a user would: bad input gives one ERROR line and a non-zero exit."""
+import subprocess
+import sys
+
+import pytest
+
+from datasets import dataset_factory
+
+
+def _run(project_root, *args):
+    return subprocess.run([sys.executable, "download_and_convert_data.py", *args],
+                          cwd=project_root, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args, expected", [
+    ([], "--dataset_name with one of: cifar10, mnist, shapes"),
+    (["--dataset_name=imagenet", "--dataset_dir=/tmp/x"],
+     "Unknown dataset name 'imagenet'; use --dataset_name with one of: cifar10, mnist, shapes"),
+    (["--dataset_name=mnist"], "pass --dataset_dir=DIR"),
+    (["--dataset_name=mnist", "--dataset_dir="], "pass --dataset_dir=DIR"),
+    (["--dataset_name=mnist", "--dataset_dir=/tmp/x", "stray"], "Unexpected arguments stray"),
+], ids=["no_flags", "unknown_name", "no_dir", "empty_dir", "stray_argument"])
+def test_bad_input_exits_with_one_line(project_root, args, expected):
+    result = _run(project_root, *args)
+
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    error_lines = [line for line in result.stderr.splitlines() if "ERROR" in line]
+    assert len(error_lines) == 1, result.stderr
+    assert error_lines[0].startswith("ERROR: ")
+    assert expected in error_lines[0]
+    assert result.stderr.rstrip().endswith(error_lines[0])
+
+
+def test_generates_shapes(project_root, tmp_path):
+    result = _run(project_root, "--dataset_name=shapes", f"--dataset_dir={tmp_path}")
+
+    assert result.returncode == 0, result.stderr
+    spec = dataset_factory.get_dataset("shapes", "train", str(tmp_path))
+    assert len(spec.list_files()) == 2
+    assert "Finished generating shapes" in result.stderr
