@@ -6,6 +6,7 @@
 """
 from absl import app, flags
 
+from datasets import dataset_factory
 from deployment import common_flags, jobs
 
 FLAGS = flags.FLAGS
@@ -13,7 +14,8 @@ common_flags.define_model_flags()
 common_flags.define_checkpoint_flag('Checkpoint prefix or directory with the weights '
                                     'to export; default: freshly initialised weights.')
 flags.DEFINE_string('dataset_name', 'imagenet', 'The dataset the model was trained on '
-                    '(gives the number of classes and image channels).')
+                    '(gives the number of classes and image channels), one of: '
+                    + ', '.join(dataset_factory.dataset_names()) + '.')
 flags.DEFINE_integer('image_size', None, 'Input height and width; default: the '
                      'network\'s default image size.')
 flags.DEFINE_integer('batch_size', None, 'Batch size of the GraphDef\'s input; '

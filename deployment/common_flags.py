@@ -12,7 +12,10 @@ import typing
 
 from absl import flags
 
+from datasets import dataset_factory
 from deployment import learning_rate, model_deploy, optimizers
+from nets import nets_factory
+from preprocessing import preprocessing_factory
 from deployment.errors import UsageError
 
 FLAGS = flags.FLAGS
@@ -41,8 +44,8 @@ def split_scopes(value):
 # --- Dataset, model and preprocessing: train, eval and export. ---
 
 def define_model_flags():
-    flags.DEFINE_string('model_name', 'inception_v3', 'The name of the network to use '
-                        '(see nets/nets_factory.py; --helpfull lists none, the error does).')
+    flags.DEFINE_string('model_name', 'inception_v3', 'The network, one of: '
+                        + ', '.join(nets_factory.network_names()) + '.')
     flags.DEFINE_integer('labels_offset', 0, 'Labels to subtract from the dataset\'s: '
                          'train a 1000-class net on data whose class 0 is "background" '
                          'with 1.')
@@ -50,14 +53,16 @@ def define_model_flags():
 
 
 def define_dataset_flags(default_split):
-    flags.DEFINE_string('dataset_name', 'imagenet', 'The name of the dataset to load.')
+    flags.DEFINE_string('dataset_name', 'imagenet', 'The dataset, one of: '
+                        + ', '.join(dataset_factory.dataset_names()) + '.')
     flags.DEFINE_string('dataset_split_name', default_split, 'The split to read.')
     flags.DEFINE_string('dataset_dir', None, 'Where the dataset\'s TFRecords are '
                         '(written by download_and_convert_data.py).')
     flags.DEFINE_string('file_pattern', None, 'Override of the dataset\'s file name '
                         'pattern, relative to --dataset_dir, with %s for the split.')
-    flags.DEFINE_string('preprocessing_name', None, 'The preprocessing to use; '
-                        'defaults to the one registered with --model_name.')
+    flags.DEFINE_string('preprocessing_name', None, 'The preprocessing, one of: '
+                        + ', '.join(preprocessing_factory.available_names())
+                        + '; default: the one registered with --model_name.')
     flags.DEFINE_integer('num_readers', 4, 'TFRecord files read in parallel.')
     flags.DEFINE_integer('num_preprocessing_threads', 4,
                          'Threads decoding and preprocessing images.')

@@ -41,7 +41,7 @@ def evaluate(network, dataset: tf.data.Dataset, *, num_examples: Optional[int] =
         top5 = tf.cast(tf.math.in_top_k(labels, logits, k), tf.int64)
         return tf.reduce_sum(top1), tf.reduce_sum(top5), tf.size(labels, tf.int64)
 
-    correct = in_top5 = seen = 0
+    correct = in_top5 = seen = batch_index = 0
     started = time.time()
     for batch_index, (images, labels) in enumerate(dataset):
         if max_num_batches is not None and batch_index >= max_num_batches:
@@ -50,7 +50,8 @@ def evaluate(network, dataset: tf.data.Dataset, *, num_examples: Optional[int] =
         correct, in_top5, seen = correct + top1, in_top5 + top5, seen + size
         if (batch_index + 1) % progress_every == 0:
             _progress(seen, num_examples, started)
-    _progress(seen, num_examples, started)
+    if (batch_index + 1) % progress_every:  # the last batch was not reported yet
+        _progress(seen, num_examples, started)
     if seen == 0:
         raise ValueError('The evaluation split yielded no examples.')
     return {'Accuracy': correct / seen, 'Recall_5': in_top5 / seen, 'num_examples': seen}
