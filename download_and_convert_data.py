@@ -9,7 +9,6 @@ Re-running skips finished work: existing TFRecords are kept, and verified archiv
 (see --keep_archives) are not downloaded again.
 """
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow is imported.
 
@@ -17,8 +16,7 @@ from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
 from datasets import dataset_factory  # noqa: E402
-from datasets import download  # noqa: E402
-from deployment.errors import UsageError  # noqa: E402
+from deployment import common_flags  # noqa: E402
 
 flags.DEFINE_string(
     "dataset_name", None,
@@ -35,14 +33,10 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-    if len(argv) > 1:
-        sys.exit(f"ERROR: Unexpected arguments {' '.join(argv[1:])}; pass only flags.")
-    try:
-        dataset_factory.download_and_convert(FLAGS.dataset_name, FLAGS.dataset_dir,
-                                             keep_archives=FLAGS.keep_archives)
-    except (UsageError, download.DownloadError) as e:
-        sys.exit(f"ERROR: {e}")
+    del argv
+    dataset_factory.download_and_convert(FLAGS.dataset_name, FLAGS.dataset_dir,
+                                         keep_archives=FLAGS.keep_archives)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(common_flags.guarded(main))

@@ -43,4 +43,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    app.run(lambda argv: common_flags.run_and_exit_on_usage_error(main, argv))
+    app.run(common_flags.guarded(main))

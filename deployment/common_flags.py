@@ -12,7 +12,7 @@ import typing
 
 from absl import flags
 
-from datasets import dataset_factory
+from datasets import dataset_factory, download
 from deployment import learning_rate, model_deploy, optimizers
 from nets import nets_factory
 from preprocessing import preprocessing_factory
@@ -153,12 +153,20 @@ def learning_rate_config_from_flags() -> learning_rate.LearningRateConfig:
     return _from_dataclass(learning_rate.LearningRateConfig)
 
 
-def run_and_exit_on_usage_error(job, *args):
-    """Runs job(*args); a UsageError or NotImplementedError becomes one line and exit 1."""
-    # TensorFlow's own INFO lines (one per traced all-reduce) drown the progress lines.
-    logging.getLogger('tensorflow').setLevel(logging.WARNING)
-    try:
-        return job(*args)
-    except (UsageError, NotImplementedError) as error:
-        sys.stderr.write(f'ERROR: {error}\n')
-        sys.exit(1)
+def guarded(main):
+    """Wraps a script's main for app.run: stray arguments, user errors (bad input, failed
+    downloads, unimplemented modes) end in one `ERROR:` line and exit status 1."""
+
+    def run(argv):
+        # TensorFlow's own INFO lines (one per traced all-reduce) drown the progress lines.
+        logging.getLogger('tensorflow').setLevel(logging.WARNING)
+        try:
+            if len(argv) > 1:
+                raise UsageError(f'Unexpected arguments {" ".join(argv[1:])}; pass only '
+                                 f'--flags.')
+            return main(argv)
+        except (UsageError, NotImplementedError, download.DownloadError) as error:
+            sys.stderr.write(f'ERROR: {error}\n')
+            sys.exit(1)
+
+    return run

@@ -19,6 +19,7 @@ import dataclasses
 import tensorflow as tf
 
 from deployment.errors import UsageError
+from deployment.checkpoints import slim_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,12 +41,6 @@ class OptimizerConfig:
 
 
 OPTIMIZER_NAMES = ('adadelta', 'adagrad', 'adam', 'ftrl', 'momentum', 'rmsprop', 'sgd')
-
-
-def _variable_key(var):
-    """TF1's op name of a variable: its name without the ':0' suffix."""
-    name = var.name
-    return name[:-2] if name.endswith(':0') else name
 
 
 def _constant(value, dtype):
@@ -76,7 +71,7 @@ class Optimizer(tf.Module):
         """
         variables = list(variables)
         for var in variables:
-            key = _variable_key(var)
+            key = slim_name(var)
             owner = self._slot_owners.get(key)
             if owner is not None:
                 if owner != var.ref():
@@ -96,7 +91,7 @@ class Optimizer(tf.Module):
 
     def get_slot(self, var, slot_key):
         """The slot variable of `var` under its TF1 slot key (e.g. 'rms', 'momentum')."""
-        return self._slots[_variable_key(var)][slot_key]
+        return self._slots[slim_name(var)][slot_key]
 
     def slot_keys(self):
         """TF1 slot keys of this optimizer, in creation order."""
@@ -116,8 +111,8 @@ class Optimizer(tf.Module):
                  for grad, var in grads_and_vars if grad is not None]
         if not pairs:
             return
-        missing = [_variable_key(var) for _, var in pairs
-                   if _variable_key(var) not in self._slots]
+        missing = [slim_name(var) for _, var in pairs
+                   if slim_name(var) not in self._slots]
         if missing:
             raise ValueError(
                 f'Optimizer.build() was not called for {missing}; call it inside '
@@ -132,7 +127,7 @@ class Optimizer(tf.Module):
         """Cross-replica part: SUM-reduce the gradients onto each variable, then update."""
         reduced = strategy.extended.batch_reduce_to(tf.distribute.ReduceOp.SUM, pairs)
         for grad, (_, var) in zip(reduced, pairs):
-            slots = [self._slots[_variable_key(var)][slot_key] for slot_key, _ in self.SLOTS]
+            slots = [self._slots[slim_name(var)][slot_key] for slot_key, _ in self.SLOTS]
             strategy.extended.update(
                 var, self._update_one, args=(grad, learning_rate, *slots), group=True)
         self._finish(strategy)
