@@ -37,9 +37,9 @@ def main(argv):
         checkpoint_exclude_scopes=common_flags.split_scopes(FLAGS.checkpoint_exclude_scopes),
         trainable_scopes=common_flags.split_scopes(FLAGS.trainable_scopes),
         ignore_missing_vars=FLAGS.ignore_missing_vars)
-    jobs.train(data, common_flags.deployment_config_from_flags(), config,
-               common_flags.optimizer_config_from_flags(),
-               common_flags.learning_rate_config_from_flags(), FLAGS.weight_decay)
+    return jobs.train(data, common_flags.deployment_config_from_flags(), config,
+                      common_flags.optimizer_config_from_flags(),
+                      common_flags.learning_rate_config_from_flags(), FLAGS.weight_decay)
 
 
 if __name__ == '__main__':

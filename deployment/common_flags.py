@@ -7,6 +7,7 @@ reads FLAGS.
 """
 import dataclasses
 import logging
+import os
 import sys
 import typing
 
@@ -153,9 +154,26 @@ def learning_rate_config_from_flags() -> learning_rate.LearningRateConfig:
     return _from_dataclass(learning_rate.LearningRateConfig)
 
 
+def _exit_now(status: int):
+    """Exits without interpreter teardown, after flushing everything written.
+
+    Destroying a distributed tf.data iterator joins tf.data's autotune threads, which
+    wake on a timer of up to 60 s; after training under MirroredStrategy the process
+    sat idle for 0-50 s (measured) before exiting. All files are closed by now.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)  # pylint: disable=protected-access
+
+
 def guarded(main):
     """Wraps a script's main for app.run: stray arguments, user errors (bad input, failed
-    downloads, unimplemented modes) end in one `ERROR:` line and exit status 1."""
+    downloads, unimplemented modes) end in one `ERROR:` line and exit status 1.
+
+    Whatever main returns stays alive until the process exits without teardown, so a
+    Trainer's iterator is never destroyed (see _exit_now).
+    """
 
     def run(argv):
         # TensorFlow's own INFO lines (one per traced all-reduce) drown the progress lines.
@@ -164,9 +182,10 @@ def guarded(main):
             if len(argv) > 1:
                 raise UsageError(f'Unexpected arguments {" ".join(argv[1:])}; pass only '
                                  f'--flags.')
-            return main(argv)
+            result = main(argv)  # noqa: F841  (kept alive until _exit_now)
         except (UsageError, NotImplementedError, download.DownloadError) as error:
             sys.stderr.write(f'ERROR: {error}\n')
-            sys.exit(1)
+            _exit_now(1)
+        _exit_now(0)
 
     return run

@@ -71,7 +71,11 @@ def _assemble_data(data: DataConfig, is_training: bool) -> _Assembly:
 def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
           config: train_loop.TrainConfig, optimizer_config: optimizers.OptimizerConfig,
           learning_rate_config: learning_rate.LearningRateConfig, weight_decay: float):
-    """Trains data.model_name on data; returns the last logged metrics."""
+    """Trains data.model_name on data; returns the Trainer (last metrics: .last_metrics).
+
+    The Trainer holds the input iterator; a script keeps it until it exits (see
+    common_flags.guarded) because destroying that iterator can stall.
+    """
     # First: clones on CPU need the device split before TensorFlow starts.
     strategy = model_deploy.create_strategy(deployment)
     assembly = _assemble_data(data, is_training=True)
@@ -89,7 +93,8 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
         strategy=strategy, network=network, optimizer=optimizer,
         learning_rate_fn=learning_rate_fn, input_fn=assembly.input_fn,
         image_shape=assembly.image_shape, config=config, is_chief=deployment.is_chief)
-    return trainer.train()
+    trainer.train()
+    return trainer
 
 
 def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,

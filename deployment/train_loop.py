@@ -138,6 +138,10 @@ class Trainer:
             self.checkpoint, config.train_dir, max_to_keep=config.max_checkpoints_to_keep,
             checkpoint_name='model.ckpt', step_counter=self.global_step)
         self._train_steps = tf.function(self._train_steps_fn)
+        # Kept for the Trainer's life: a later train() continues the same stream, and
+        # destroying a distributed iterator can stall (see common_flags._exit_now).
+        self._iterator = None
+        self.last_metrics: Dict[str, float] = {}
 
     # --- The inner loop. ---
 
@@ -212,8 +216,9 @@ class Trainer:
                          'to train.', step, max_steps)
             return {}
         examples_per_step = config.batch_size * self.strategy.num_replicas_in_sync
-        dataset = self.strategy.distribute_datasets_from_function(self.input_fn)
-        iterator = iter(dataset)
+        if self._iterator is None:
+            self._iterator = iter(
+                self.strategy.distribute_datasets_from_function(self.input_fn))
         writer = (tf.summary.create_file_writer(config.train_dir)
                   if self.is_chief else None)
         last_save = last_summary = time.time()
@@ -224,7 +229,7 @@ class Trainer:
                 if max_steps is not None:
                     num_steps = min(num_steps, max_steps - step)
                 started = time.time()
-                metrics, images = self._train_steps(iterator, tf.constant(num_steps))
+                metrics, images = self._train_steps(self._iterator, tf.constant(num_steps))
                 metrics = {k: float(v) for k, v in metrics.items()}
                 elapsed = time.time() - started
                 step = int(self.global_step.numpy())
@@ -247,7 +252,10 @@ class Trainer:
                 if stop.requested:
                     break
         self._write_summaries(writer, step, metrics, images, None)
+        if writer is not None:
+            writer.close()
         self._save(step)
+        self.last_metrics = metrics
         return metrics
 
     def _log(self, step, max_steps, metrics, sec_per_step, examples_per_step,
