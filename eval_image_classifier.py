@@ -13,6 +13,8 @@ common_flags.define_model_flags()
 common_flags.define_dataset_flags(default_split='test')
 common_flags.define_checkpoint_flag('A checkpoint prefix, or a directory whose latest '
                                     'checkpoint is evaluated.')
+common_flags.define_moving_average_flag('when set, evaluate the averaged weights '
+                                        '(any value: the checkpoint holds them)')
 flags.DEFINE_string('eval_dir', '/tmp/tfmodel/', 'Where metrics.json and the event '
                     'file are written.')
 flags.DEFINE_integer('eval_image_size', None, 'Eval image size; default: the '
@@ -33,7 +35,8 @@ def main(argv):
         image_size=FLAGS.eval_image_size, labels_offset=FLAGS.labels_offset,
         use_grayscale=FLAGS.use_grayscale, num_readers=FLAGS.num_readers,
         num_preprocessing_threads=FLAGS.num_preprocessing_threads)
-    jobs.evaluate(data, FLAGS.checkpoint_path, FLAGS.eval_dir, FLAGS.max_num_batches)
+    jobs.evaluate(data, FLAGS.checkpoint_path, FLAGS.eval_dir, FLAGS.max_num_batches,
+                  use_moving_averages=FLAGS.moving_average_decay is not None)
 
 
 if __name__ == '__main__':

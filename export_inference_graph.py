@@ -16,6 +16,8 @@ common_flags.define_checkpoint_flag('Checkpoint prefix or directory with the wei
 flags.DEFINE_string('dataset_name', 'imagenet', 'The dataset the model was trained on '
                     '(gives the number of classes and image channels), one of: '
                     + ', '.join(dataset_factory.dataset_names()) + '.')
+common_flags.define_moving_average_flag('when set, export the averaged weights '
+                                        '(any value: the checkpoint holds them)')
 flags.DEFINE_integer('image_size', None, 'Input height and width; default: the '
                      'network\'s default image size.')
 flags.DEFINE_integer('batch_size', None, 'Batch size of the GraphDef\'s input; '
@@ -32,7 +34,8 @@ def main(argv):
         checkpoint_path=FLAGS.checkpoint_path, saved_model_dir=FLAGS.saved_model_dir,
         output_file=FLAGS.output_file, image_size=FLAGS.image_size,
         batch_size=FLAGS.batch_size, labels_offset=FLAGS.labels_offset,
-        use_grayscale=FLAGS.use_grayscale))
+        use_grayscale=FLAGS.use_grayscale,
+        use_moving_averages=FLAGS.moving_average_decay is not None))
 
 
 if __name__ == '__main__':

@@ -12,6 +12,7 @@ common_flags.define_model_flags()
 common_flags.define_dataset_flags(default_split='train')
 common_flags.define_deployment_flags()
 common_flags.define_training_flags()
+common_flags.define_moving_average_flag('kept in the checkpoints for evaluation')
 
 DEFAULT_BATCH_SIZE = 32
 
@@ -36,7 +37,8 @@ def main(argv):
         label_smoothing=FLAGS.label_smoothing, checkpoint_path=FLAGS.checkpoint_path,
         checkpoint_exclude_scopes=common_flags.split_scopes(FLAGS.checkpoint_exclude_scopes),
         trainable_scopes=common_flags.split_scopes(FLAGS.trainable_scopes),
-        ignore_missing_vars=FLAGS.ignore_missing_vars)
+        ignore_missing_vars=FLAGS.ignore_missing_vars,
+        moving_average_decay=FLAGS.moving_average_decay)
     return jobs.train(data, common_flags.deployment_config_from_flags(), config,
                       common_flags.optimizer_config_from_flags(),
                       common_flags.learning_rate_config_from_flags(), FLAGS.weight_decay)

@@ -14,6 +14,8 @@ from absl import logging
 from deployment.errors import UsageError
 
 MODEL_KEY = 'model'  # the network's attribute in every checkpoint this toolkit writes
+EMA_KEY = 'ema'  # the moving averages' attribute (deployment.moving_averages)
+EMA_NAME_SUFFIX = '/ExponentialMovingAverage'  # TF1's shadow names
 _OBJECT_GRAPH_KEY = '_CHECKPOINTABLE_OBJECT_GRAPH'
 _VALUE_SUFFIX = '/.ATTRIBUTES/VARIABLE_VALUE'
 
@@ -36,8 +38,12 @@ def slim_name(variable) -> str:
     return variable.name[:-2] if variable.name.endswith(':0') else variable.name
 
 
-def _object_checkpoint_keys(module: tf.Module) -> Dict[str, str]:
-    """slim name -> key in an object checkpoint whose root holds `module` as 'model'."""
+def _object_checkpoint_keys(module: tf.Module, use_moving_averages: bool) -> Dict[str, str]:
+    """slim name -> key in an object checkpoint whose root holds `module` as 'model'
+    (or, for the averages, an ExponentialMovingAverage of module.variables as 'ema')."""
+    if use_moving_averages:
+        return {slim_name(v): f'{EMA_KEY}/shadows/{i}{_VALUE_SUFFIX}'
+                for i, v in enumerate(module.variables)}
     keys = {}
     for path, variable in module._flatten(with_path=True,  # pylint: disable=protected-access
                                           predicate=lambda v: isinstance(v, tf.Variable)):
@@ -52,23 +58,30 @@ def _matches(name: str, prefixes: Iterable[str]) -> bool:
 
 def restore_network(network: tf.Module, checkpoint_path: str, *,
                     exclude_scopes: Sequence[str] = (),
-                    ignore_missing_vars: bool = False) -> Optional[int]:
+                    ignore_missing_vars: bool = False,
+                    use_moving_averages: bool = False) -> Optional[int]:
     """Assigns the network's variables from a checkpoint; returns its global step if known.
 
     Variables under an excluded scope keep their values. Missing variables are an error
     unless ignore_missing_vars; shape mismatches are always an error, listed together.
+    With use_moving_averages, each variable takes its exponential moving average
+    (slim's --moving_average_decay at evaluation).
     """
     checkpoint_path = resolve_checkpoint(checkpoint_path)
     reader = tf.train.load_checkpoint(checkpoint_path)
     available = reader.get_variable_to_shape_map()
     object_based = _OBJECT_GRAPH_KEY in available
-    keys = _object_checkpoint_keys(network) if object_based else {}
+    if object_based:
+        keys = _object_checkpoint_keys(network, use_moving_averages)
+    else:
+        suffix = EMA_NAME_SUFFIX if use_moving_averages else ''
+        keys = {slim_name(v): slim_name(v) + suffix for v in network.variables}
     missing, mismatched, assignments = [], [], []
     for variable in network.variables:
         name = slim_name(variable)
         if _matches(name, exclude_scopes):
             continue
-        key = keys.get(name, name)
+        key = keys[name]
         if key not in available:
             missing.append(name)
         elif list(available[key]) != variable.shape.as_list():
@@ -82,9 +95,12 @@ def restore_network(network: tf.Module, checkpoint_path: str, *,
             f'exclude those scopes with --checkpoint_exclude_scopes or fix --num_classes.')
     if missing and not ignore_missing_vars:
         shown = ', '.join(missing[:5]) + (' ...' if len(missing) > 5 else '')
+        what = 'moving averages of ' if use_moving_averages else ''
+        fix = ('train with --moving_average_decay or evaluate without it'
+               if use_moving_averages else 'check --model_name, or pass --ignore_missing_vars')
         raise UsageError(
-            f'Checkpoint {checkpoint_path} lacks {len(missing)} of the model\'s variables '
-            f'({shown}); check --model_name, or pass --ignore_missing_vars.')
+            f'Checkpoint {checkpoint_path} lacks {len(missing)} {what}the model\'s '
+            f'variables ({shown}); {fix}.')
     for name in missing:
         logging.warning('Variable %s is not in %s; keeping its initial value.', name,
                         checkpoint_path)

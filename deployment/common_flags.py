@@ -133,6 +133,12 @@ def define_training_flags():
     })
 
 
+def define_moving_average_flag(purpose):
+    flags.DEFINE_float('moving_average_decay', None, 'The decay of the exponential '
+                       f'moving average of the model variables; {purpose}. Unset: no '
+                       'moving averages.')
+
+
 # --- Evaluation and export. ---
 
 def define_checkpoint_flag(help_text):

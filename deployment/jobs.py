@@ -98,7 +98,7 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
 
 
 def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
-             max_num_batches: Optional[int] = None):
+             max_num_batches: Optional[int] = None, use_moving_averages: bool = False):
     """One exact pass over the split; prints and writes Accuracy and Recall_5."""
     if not checkpoint_path:
         raise UsageError('No checkpoint given; pass --checkpoint_path=<train_dir or '
@@ -106,7 +106,8 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
     assembly = _assemble_data(data, is_training=False)
     network = nets_factory.get_network_fn(data.model_name, assembly.num_classes)
     network.build(assembly.image_shape)
-    global_step = checkpoints.restore_network(network, checkpoint_path)
+    global_step = checkpoints.restore_network(network, checkpoint_path,
+                                              use_moving_averages=use_moving_averages)
     metrics = eval_loop.evaluate(network, assembly.input_fn(None),
                                  num_examples=assembly.spec.num_samples,
                                  max_num_batches=max_num_batches)
@@ -125,6 +126,7 @@ class ExportConfig:
     batch_size: Optional[int] = None
     labels_offset: int = 0
     use_grayscale: bool = False
+    use_moving_averages: bool = False
 
     def __post_init__(self):
         if not (self.saved_model_dir or self.output_file):
@@ -142,7 +144,8 @@ def export(config: ExportConfig):
     network = nets_factory.get_network_fn(config.model_name, num_classes)
     network.build((image_size, image_size, channels))
     if config.checkpoint_path:
-        checkpoints.restore_network(network, config.checkpoint_path)
+        checkpoints.restore_network(network, config.checkpoint_path,
+                                    use_moving_averages=config.use_moving_averages)
     else:
         logging.warning('No --checkpoint_path: exporting freshly initialised weights.')
     if config.saved_model_dir:

@@ -10,7 +10,7 @@ from typing import Callable, Dict, Optional, Sequence
 import tensorflow as tf
 from absl import logging
 
-from deployment import checkpoints
+from deployment import checkpoints, moving_averages
 from deployment.errors import UsageError
 
 AUX_LOSS_WEIGHT = 0.4  # slim's weight for Inception's auxiliary head
@@ -30,6 +30,7 @@ class TrainConfig:
     checkpoint_exclude_scopes: Sequence[str] = ()
     trainable_scopes: Sequence[str] = ()
     ignore_missing_vars: bool = False
+    moving_average_decay: Optional[float] = None
     num_image_summaries: int = 3
 
     def __post_init__(self):
@@ -41,6 +42,8 @@ class TrainConfig:
             raise UsageError('--max_number_of_steps must be at least 1 when set.')
         if not 0.0 <= self.label_smoothing < 1.0:
             raise UsageError('--label_smoothing must be in [0, 1).')
+        if self.moving_average_decay is not None and not 0 < self.moving_average_decay < 1:
+            raise UsageError('--moving_average_decay must be in (0, 1), e.g. 0.9999.')
 
 
 def softmax_cross_entropy(logits, labels, label_smoothing: float):
@@ -131,9 +134,17 @@ class Trainer:
             optimizer.build(self.train_variables)
             self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                            name='global_step')
-        self.checkpoint = tf.train.Checkpoint(
-            **{checkpoints.MODEL_KEY: network}, optimizer=optimizer,
-            global_step=self.global_step)
+            # Averages every network variable, batch-norm statistics included, as slim
+            # averaged its model variables.
+            self.moving_averages = (
+                moving_averages.ExponentialMovingAverage(config.moving_average_decay,
+                                                         network.variables)
+                if config.moving_average_decay else None)
+        tracked = {checkpoints.MODEL_KEY: network}
+        if self.moving_averages is not None:
+            tracked[checkpoints.EMA_KEY] = self.moving_averages
+        self.checkpoint = tf.train.Checkpoint(**tracked, optimizer=optimizer,
+                                              global_step=self.global_step)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, config.train_dir, max_to_keep=config.max_checkpoints_to_keep,
             checkpoint_name='model.ckpt', step_counter=self.global_step)
@@ -163,6 +174,8 @@ class Trainer:
     def _step(self, iterator):
         images, labels = next(iterator)
         metrics, first_images = self.strategy.run(self._replica_step, args=(images, labels))
+        if self.moving_averages is not None:
+            self.moving_averages.update(num_updates=self.global_step)
         self.global_step.assign_add(1)
         mean = tf.distribute.ReduceOp.MEAN
         metrics = {k: self.strategy.reduce(mean, v, axis=None) for k, v in metrics.items()}
