@@ -19,14 +19,9 @@ DEFAULT_BATCH_SIZE = 32
 
 def main(argv):
     del argv
-    data = jobs.DataConfig(
-        dataset_name=FLAGS.dataset_name, dataset_split_name=FLAGS.dataset_split_name,
-        dataset_dir=FLAGS.dataset_dir, file_pattern=FLAGS.file_pattern,
-        model_name=FLAGS.model_name, preprocessing_name=FLAGS.preprocessing_name,
-        batch_size=FLAGS.batch_size or DEFAULT_BATCH_SIZE,
-        image_size=FLAGS.train_image_size, labels_offset=FLAGS.labels_offset,
-        use_grayscale=FLAGS.use_grayscale, num_readers=FLAGS.num_readers,
-        num_preprocessing_threads=FLAGS.num_preprocessing_threads, seed=FLAGS.seed)
+    data = common_flags.data_config_from_flags(
+        default_batch_size=DEFAULT_BATCH_SIZE, image_size=FLAGS.train_image_size,
+        seed=FLAGS.seed)
     config = train_loop.TrainConfig(
         train_dir=FLAGS.train_dir, batch_size=data.batch_size,
         max_number_of_steps=FLAGS.max_number_of_steps,

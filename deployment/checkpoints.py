@@ -5,7 +5,6 @@ zoo), keyed by variable name, and this toolkit's TF2 object checkpoints, keyed b
 attribute path from the checkpoint's root ('model/conv1/weights/.ATTRIBUTES/...').
 Both are read by slim name here, so exclude prefixes mean the same for either.
 """
-import os
 from typing import Dict, Iterable, Optional, Sequence
 
 import tensorflow as tf

@@ -10,11 +10,12 @@ import logging
 import os
 import sys
 import typing
+from typing import Optional
 
 from absl import flags
 
 from datasets import dataset_factory, download
-from deployment import learning_rate, model_deploy, optimizers
+from deployment import jobs, learning_rate, model_deploy, optimizers
 from nets import nets_factory
 from preprocessing import preprocessing_factory
 from deployment.errors import UsageError
@@ -145,6 +146,19 @@ def define_checkpoint_flag(help_text):
     flags.DEFINE_string('checkpoint_path', None, help_text)
 
 
+def data_config_from_flags(*, default_batch_size: int, image_size: Optional[int],
+                           seed: Optional[int] = None) -> jobs.DataConfig:
+    """The data flags shared by training and evaluation, as a DataConfig."""
+    return jobs.DataConfig(
+        dataset_name=FLAGS.dataset_name, dataset_split_name=FLAGS.dataset_split_name,
+        dataset_dir=FLAGS.dataset_dir, file_pattern=FLAGS.file_pattern,
+        model_name=FLAGS.model_name, preprocessing_name=FLAGS.preprocessing_name,
+        batch_size=FLAGS.batch_size or default_batch_size, image_size=image_size,
+        labels_offset=FLAGS.labels_offset, use_grayscale=FLAGS.use_grayscale,
+        num_readers=FLAGS.num_readers,
+        num_preprocessing_threads=FLAGS.num_preprocessing_threads, seed=seed)
+
+
 def deployment_config_from_flags() -> model_deploy.DeploymentConfig:
     return model_deploy.DeploymentConfig(
         num_clones=FLAGS.num_clones, clone_on_cpu=FLAGS.clone_on_cpu,
@@ -160,8 +174,10 @@ def learning_rate_config_from_flags() -> learning_rate.LearningRateConfig:
     return _from_dataclass(learning_rate.LearningRateConfig)
 
 
-def _exit_now(status: int):
+def _exit_now(status: int, keep_alive=None):
     """Exits without interpreter teardown, after flushing everything written.
+
+    keep_alive (e.g. a Trainer) is referenced until the exit, so it is never destroyed.
 
     Destroying a distributed tf.data iterator joins tf.data's autotune threads, which
     wake on a timer of up to 60 s; after training under MirroredStrategy the process
@@ -170,6 +186,7 @@ def _exit_now(status: int):
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
+    del keep_alive  # only its lifetime mattered
     os._exit(status)  # pylint: disable=protected-access
 
 
@@ -188,10 +205,10 @@ def guarded(main):
             if len(argv) > 1:
                 raise UsageError(f'Unexpected arguments {" ".join(argv[1:])}; pass only '
                                  f'--flags.')
-            result = main(argv)  # noqa: F841  (kept alive until _exit_now)
+            result = main(argv)
         except (UsageError, NotImplementedError, download.DownloadError) as error:
             sys.stderr.write(f'ERROR: {error}\n')
             _exit_now(1)
-        _exit_now(0)
+        _exit_now(0, keep_alive=result)
 
     return run

@@ -3,7 +3,6 @@ import json
 
 import numpy as np
 import tensorflow as tf
-import testing_utils
 from test_scripts import run_script
 
 from datasets import dataset_factory

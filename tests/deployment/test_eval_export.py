@@ -3,7 +3,6 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
-import testing_utils
 
 from deployment import eval_loop, exporter
 from nets import nets_factory
