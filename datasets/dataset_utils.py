@@ -12,9 +12,10 @@ import dataclasses
 import os
 from typing import Mapping, Sequence
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
+
+from deployment.progress import ProgressBar
 
 LABELS_FILENAME = "labels.txt"
 
@@ -65,8 +66,7 @@ def image_to_tfexample(image_data: bytes, image_format: bytes, height: int, widt
     }))
 
 
-def write_tfrecord(output_path: str, images: np.ndarray, labels: Sequence[int],
-                   log_every: int = 5000) -> None:
+def write_tfrecord(output_path: str, images: np.ndarray, labels: Sequence[int]) -> None:
     """PNG-encodes uint8 images [N, H, W, C] and writes them with their labels.
 
     Writes to a temporary name and renames at the end, so a file with the final name
@@ -81,13 +81,14 @@ def write_tfrecord(output_path: str, images: np.ndarray, labels: Sequence[int],
     name = os.path.basename(output_path)
     temp_path = output_path + ".incomplete"
     try:
+        progress = ProgressBar(name, num_images, unit="images")
         with tf.io.TFRecordWriter(temp_path) as writer:
             for index, (image, label) in enumerate(zip(images, labels)):
                 png = tf.io.encode_png(image).numpy()
                 example = image_to_tfexample(png, b"png", height, width, label)
                 writer.write(example.SerializeToString())
-                if (index + 1) % log_every == 0 or index + 1 == num_images:
-                    logging.info("%s: converted %d/%d images", name, index + 1, num_images)
+                progress.update(index + 1)
+        progress.close()
         tf.io.gfile.rename(temp_path, output_path, overwrite=True)
     finally:
         if tf.io.gfile.exists(temp_path):

@@ -1,31 +1,16 @@
 """Exactly one pass over a split: Accuracy and Recall_5, as slim's eval reported them."""
 import json
 import os
-import sys
-import time
 from typing import Dict, Optional
 
 import tensorflow as tf
 from absl import logging
 
-
-def _progress(done: int, total: Optional[int], started: float):
-    """A one-line progress bar on stderr (rewritten in place on a terminal)."""
-    rate = done / max(time.time() - started, 1e-9)
-    if total:
-        filled = int(30 * done / total)
-        line = (f'eval [{"#" * filled}{"." * (30 - filled)}] {done}/{total} '
-                f'({rate:.0f} examples/sec)')
-    else:
-        line = f'eval {done} examples ({rate:.0f} examples/sec)'
-    end = '\r' if sys.stderr.isatty() and done != total else '\n'
-    sys.stderr.write(line + end)
-    sys.stderr.flush()
+from deployment.progress import ProgressBar
 
 
 def evaluate(network, dataset: tf.data.Dataset, *, num_examples: Optional[int] = None,
-             max_num_batches: Optional[int] = None, progress_every: int = 10
-             ) -> Dict[str, float]:
+             max_num_batches: Optional[int] = None) -> Dict[str, float]:
     """Counts top-1 and top-5 hits over every example of `dataset`, once each.
 
     `dataset` yields (images, labels) batches and must not repeat; the last batch may
@@ -41,17 +26,15 @@ def evaluate(network, dataset: tf.data.Dataset, *, num_examples: Optional[int] =
         top5 = tf.cast(tf.math.in_top_k(labels, logits, k), tf.int64)
         return tf.reduce_sum(top1), tf.reduce_sum(top5), tf.size(labels, tf.int64)
 
-    correct = in_top5 = seen = batch_index = 0
-    started = time.time()
+    correct = in_top5 = seen = 0
+    progress = ProgressBar('eval', num_examples)
     for batch_index, (images, labels) in enumerate(dataset):
         if max_num_batches is not None and batch_index >= max_num_batches:
             break
         top1, top5, size = (int(x) for x in count_hits(images, labels))
         correct, in_top5, seen = correct + top1, in_top5 + top5, seen + size
-        if (batch_index + 1) % progress_every == 0:
-            _progress(seen, num_examples, started)
-    if (batch_index + 1) % progress_every:  # the last batch was not reported yet
-        _progress(seen, num_examples, started)
+        progress.update(seen)
+    progress.close()
     if seen == 0:
         raise ValueError('The evaluation split yielded no examples.')
     return {'Accuracy': correct / seen, 'Recall_5': in_top5 / seen, 'num_examples': seen}
