@@ -64,8 +64,7 @@ def download_and_convert(dataset_dir: str, keep_archives: bool = False,
     Skips everything if the outputs already exist. url and sha256 are arguments so tests
     can serve their own small archive.
     """
-    outputs = output_paths(dataset_dir)
-    if all(os.path.exists(p) for p in outputs) and dataset_utils.has_labels(dataset_dir):
+    if dataset_utils.is_converted(output_paths(dataset_dir), dataset_dir):
         logging.info("CIFAR-10 already converted in %s; skipping", dataset_dir)
         return
     os.makedirs(dataset_dir, exist_ok=True)

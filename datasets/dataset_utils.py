@@ -128,6 +128,11 @@ def has_labels(dataset_dir: str, filename: str = LABELS_FILENAME) -> bool:
     return tf.io.gfile.exists(os.path.join(dataset_dir, filename))
 
 
+def is_converted(output_paths: Sequence[str], dataset_dir: str) -> bool:
+    """Whether a conversion finished: every output exists and labels.txt, written last."""
+    return all(os.path.exists(p) for p in output_paths) and has_labels(dataset_dir)
+
+
 def read_label_file(dataset_dir: str, filename: str = LABELS_FILENAME) -> dict[int, str]:
     """Reads a labels file written by write_label_file (or by TF-Slim)."""
     with tf.io.gfile.GFile(os.path.join(dataset_dir, filename), "r") as f:

@@ -82,8 +82,7 @@ def download_and_convert(dataset_dir: str, keep_archives: bool = False,
     Skips everything if the outputs already exist. base_url and sha256s (file name ->
     sha256) are arguments so tests can serve their own small files.
     """
-    outputs = output_paths(dataset_dir)
-    if all(os.path.exists(p) for p in outputs) and dataset_utils.has_labels(dataset_dir):
+    if dataset_utils.is_converted(output_paths(dataset_dir), dataset_dir):
         logging.info("MNIST already converted in %s; skipping", dataset_dir)
         return
     os.makedirs(dataset_dir, exist_ok=True)

@@ -127,8 +127,7 @@ def download_and_convert(dataset_dir: str, keep_archives: bool = False,
     ignored). Skips everything if the outputs already exist.
     """
     del keep_archives  # No archives: the data is generated locally.
-    if (all(os.path.exists(p) for p in output_paths(dataset_dir))
-            and dataset_utils.has_labels(dataset_dir)):
+    if dataset_utils.is_converted(output_paths(dataset_dir), dataset_dir):
         logging.info("Shapes already generated in %s; skipping (delete the files to "
                      "regenerate)", dataset_dir)
         return
