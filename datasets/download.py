@@ -9,6 +9,8 @@ import urllib.request
 
 from absl import logging
 
+from deployment.progress import ProgressBar
+
 _CHUNK_BYTES = 1 << 20
 
 
@@ -71,15 +73,14 @@ def _fetch(url: str, out) -> str:
     try:
         with urllib.request.urlopen(url) as response:
             total = int(response.headers.get("Content-Length") or 0)
+            progress = ProgressBar(posixpath.basename(url), total or None, unit="bytes")
             done = 0
-            next_report = 0.1
             for chunk in iter(lambda: response.read(_CHUNK_BYTES), b""):
                 out.write(chunk)
                 digest.update(chunk)
                 done += len(chunk)
-                if total and done / total >= next_report:
-                    logging.info("%s: %d%% of %d bytes", url, 100 * done // total, total)
-                    next_report += 0.1
+                progress.update(done)
+            progress.close()
     except (urllib.error.URLError, OSError) as e:
         raise DownloadError(f"Could not download {url} ({e}); check the network "
                             f"connection and the URL, then run again.") from e
