@@ -71,7 +71,7 @@ def _assemble_data(data: DataConfig, is_training: bool) -> _Assembly:
 def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
           config: train_loop.TrainConfig, optimizer_config: optimizers.OptimizerConfig,
           learning_rate_config: learning_rate.LearningRateConfig, weight_decay: float):
-    """Trains data.model_name on data; returns the Trainer (last metrics: .last_metrics).
+    """Trains data.model_name on data; returns the Trainer.
 
     The Trainer holds the input iterator; a script keeps it until it exits (see
     common_flags.guarded) because destroying that iterator can stall.

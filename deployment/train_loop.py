@@ -152,7 +152,6 @@ class Trainer:
         # Kept for the Trainer's life: a later train() continues the same stream, and
         # destroying a distributed iterator can stall (see common_flags._exit_now).
         self._iterator = None
-        self.last_metrics: Dict[str, float] = {}
 
     # --- The inner loop. ---
 
@@ -268,7 +267,6 @@ class Trainer:
         if writer is not None:
             writer.close()
         self._save(step)
-        self.last_metrics = metrics
         return metrics
 
     def _log(self, step, max_steps, metrics, sec_per_step, examples_per_step,

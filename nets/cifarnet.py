@@ -53,8 +53,7 @@ class CifarNet(Network):
         return logits, end_points
 
 
-@register_network('cifarnet', default_image_size=32, preprocessing_name='cifarnet',
-                  default_num_classes=10)
+@register_network('cifarnet', default_image_size=32, preprocessing_name='cifarnet')
 def cifarnet(num_classes=10, weight_decay=0.004, is_training=False, **options):
     return CifarNet(num_classes, weight_decay=weight_decay, is_training=is_training,
                     **options)

@@ -39,7 +39,6 @@ class LeNet(Network):
         return logits, end_points
 
 
-@register_network('lenet', default_image_size=28, preprocessing_name='lenet',
-                  default_num_classes=10)
+@register_network('lenet', default_image_size=28, preprocessing_name='lenet')
 def lenet(num_classes=10, weight_decay=0.0, is_training=False, **options):
     return LeNet(num_classes, weight_decay=weight_decay, is_training=is_training, **options)

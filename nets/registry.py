@@ -1,6 +1,6 @@
 """The one registry of networks: each net module registers its builders with a spec."""
 import dataclasses
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict
 
 from deployment.errors import UsageError
 
@@ -12,21 +12,19 @@ class NetworkSpec:
     builder: Callable
     default_image_size: int
     preprocessing_name: str
-    default_num_classes: Optional[int] = None
 
 
 _NETWORKS: Dict[str, NetworkSpec] = {}
 
 
-def register_network(name: str, *, default_image_size: int, preprocessing_name: str,
-                     default_num_classes: Optional[int] = None):
+def register_network(name: str, *, default_image_size: int, preprocessing_name: str):
     """Decorator for a builder `(num_classes, weight_decay, is_training, **options) -> Network`."""
 
     def register(builder):
         if name in _NETWORKS:
             raise ValueError(f'Network {name!r} is registered twice.')
         _NETWORKS[name] = NetworkSpec(name, builder, default_image_size,
-                                      preprocessing_name, default_num_classes)
+                                      preprocessing_name)
         return builder
 
     return register
