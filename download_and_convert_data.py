@@ -18,9 +18,7 @@ from absl import flags  # noqa: E402
 from datasets import dataset_factory  # noqa: E402
 from deployment import common_flags  # noqa: E402
 
-flags.DEFINE_string(
-    "dataset_name", None,
-    f"Dataset to convert, one of: {', '.join(dataset_factory.dataset_names())}.")
+common_flags.define_dataset_name_flag(None, "Dataset to convert")
 flags.DEFINE_string("dataset_dir", None,
                     "Directory the TFRecords and labels.txt are written to (created if "
                     "missing); downloads are stored there too.")

@@ -6,16 +6,15 @@
 """
 from absl import app, flags
 
-from datasets import dataset_factory
 from deployment import common_flags, jobs
 
 FLAGS = flags.FLAGS
 common_flags.define_model_flags()
 common_flags.define_checkpoint_flag('Checkpoint prefix or directory with the weights '
                                     'to export; default: freshly initialised weights.')
-flags.DEFINE_string('dataset_name', 'imagenet', 'The dataset the model was trained on '
-                    '(gives the number of classes and image channels), one of: '
-                    + ', '.join(dataset_factory.dataset_names()) + '.')
+common_flags.define_dataset_name_flag(
+    'imagenet', 'The dataset the model was trained on (gives the number of classes and '
+    'image channels)')
 common_flags.define_moving_average_flag('when set, export the averaged weights '
                                         '(any value: the checkpoint holds them)')
 flags.DEFINE_integer('image_size', None, 'Input height and width; default: the '

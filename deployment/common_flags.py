@@ -32,10 +32,9 @@ def _define_from_dataclass(config_class, helps):
         definers[hints[field.name]](field.name, field.default, helps[field.name])
 
 
-def _from_dataclass(config_class, **overrides):
-    values = {f.name: FLAGS[f.name].value for f in dataclasses.fields(config_class)
-              if f.name in FLAGS}
-    return config_class(**{**values, **overrides})
+def _from_dataclass(config_class):
+    return config_class(**{f.name: FLAGS[f.name].value
+                           for f in dataclasses.fields(config_class)})
 
 
 def split_scopes(value):
@@ -54,9 +53,13 @@ def define_model_flags():
     flags.DEFINE_bool('use_grayscale', False, 'Convert images to one grey channel.')
 
 
-def define_dataset_flags(default_split):
-    flags.DEFINE_string('dataset_name', 'imagenet', 'The dataset, one of: '
+def define_dataset_name_flag(default, purpose):
+    flags.DEFINE_string('dataset_name', default, f'{purpose}, one of: '
                         + ', '.join(dataset_factory.dataset_names()) + '.')
+
+
+def define_dataset_flags(default_split):
+    define_dataset_name_flag('imagenet', 'The dataset')
     flags.DEFINE_string('dataset_split_name', default_split, 'The split to read.')
     flags.DEFINE_string('dataset_dir', None, 'Where the dataset\'s TFRecords are '
                         '(written by download_and_convert_data.py).')
@@ -99,8 +102,8 @@ def define_training_flags():
     flags.DEFINE_float('label_smoothing', 0.0, 'The amount of label smoothing.')
     flags.DEFINE_integer('seed', None, 'Seed for data shuffling.')
     # Fine-tuning.
-    flags.DEFINE_string('checkpoint_path', None, 'Checkpoint to start from when '
-                        '--train_dir has none (a TF-Slim or toolkit checkpoint).')
+    define_checkpoint_flag('Checkpoint to start from when --train_dir has none (a '
+                           'TF-Slim or toolkit checkpoint).')
     flags.DEFINE_string('checkpoint_exclude_scopes', None, 'Comma-separated variable '
                         'scopes not restored from --checkpoint_path.')
     flags.DEFINE_string('trainable_scopes', None, 'Comma-separated scopes to train; '
