@@ -9,7 +9,7 @@ from datasets import cifar10
 from datasets import dataset_utils
 from datasets import mnist
 from datasets import shapes
-from deployment.errors import UsageError
+from core.errors import UsageError
 
 # The registry: each module declares its own INFO and download_and_convert; adding a
 # dataset means adding its module here, nothing else.

@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from deployment.progress import ProgressBar
+from core.progress import ProgressBar
 
 LABELS_FILENAME = "labels.txt"
 

@@ -9,7 +9,7 @@ import urllib.request
 
 from absl import logging
 
-from deployment.progress import ProgressBar
+from core.progress import ProgressBar
 
 _CHUNK_BYTES = 1 << 20
 

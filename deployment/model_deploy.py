@@ -3,7 +3,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from deployment.errors import UsageError
+from core.errors import UsageError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,12 +8,11 @@ from nets.registry import register_network
 
 
 def _local_response_norm(inputs):
-    return tf.nn.local_response_normalization(
+    return layers.local_response_normalization(
         inputs, depth_radius=4, bias=1.0, alpha=0.001 / 9.0, beta=0.75)
 
 
 class CifarNet(Network):
-    default_image_size = 32
 
     def __init__(self, num_classes: int = 10, *, weight_decay: float = 0.004,
                  is_training: bool = False, dropout_keep_prob: float = 0.5,
@@ -25,30 +24,30 @@ class CifarNet(Network):
         fc = dict(weights_initializer=layers.truncated_normal_initializer(0.04),
                   biases_initializer=layers.constant_initializer(0.1),
                   weight_decay=weight_decay)
-        self.conv1 = layers.Conv2D(f'{scope}/conv1', 64, 5, **conv)
-        self.conv2 = layers.Conv2D(f'{scope}/conv2', 64, 5, **conv)
-        self.fc3 = layers.FullyConnected(f'{scope}/fc3', 384, **fc)
-        self.fc4 = layers.FullyConnected(f'{scope}/fc4', 192, **fc)
+        self.conv1 = layers.Conv2D('conv1', 64, 5, **conv)
+        self.conv2 = layers.Conv2D('conv2', 64, 5, **conv)
+        self.fc3 = layers.FullyConnected('fc3', 384, **fc)
+        self.fc4 = layers.FullyConnected('fc4', 192, **fc)
         self.logits = (layers.FullyConnected(
-            f'{scope}/logits', num_classes, activation=None,
+            'logits', num_classes, activation=None,
             weights_initializer=layers.truncated_normal_initializer(1 / 192.0))
             if num_classes else None)
 
-    def forward(self, images, training):
+    def forward(self, images, *, training):
         end_points = {}
-        net = end_points['conv1'] = self.conv1(images)
-        net = end_points['pool1'] = layers.max_pool2d(net, 2, 2)
+        net = end_points['conv1'] = self.conv1(images, training=training)
+        net = end_points['pool1'] = layers.max_pool(net, 2, 2)
         net = _local_response_norm(net)
-        net = end_points['conv2'] = self.conv2(net)
+        net = end_points['conv2'] = self.conv2(net, training=training)
         net = _local_response_norm(net)
-        net = end_points['pool2'] = layers.max_pool2d(net, 2, 2)
+        net = end_points['pool2'] = layers.max_pool(net, 2, 2)
         net = end_points['Flatten'] = layers.flatten(net)
-        net = end_points['fc3'] = self.fc3(net)
-        net = layers.dropout(net, self.dropout_keep_prob, training)
-        net = end_points['fc4'] = self.fc4(net)
+        net = end_points['fc3'] = self.fc3(net, training=training)
+        net = layers.dropout(net, self.dropout_keep_prob, training=training)
+        net = end_points['fc4'] = self.fc4(net, training=training)
         if not self.num_classes:
             return net, end_points
-        logits = end_points['Logits'] = self.logits(net)
+        logits = end_points['Logits'] = self.logits(net, training=training)
         end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
         return logits, end_points
 

@@ -1,21 +1,35 @@
 """The layer kit: TF-Slim's layers as `tf.Module`s, with TF-Slim's variable names.
 
-Each layer is given its full slim scope (e.g. 'CifarNet/conv1') and creates its
-variables under it on the first call, from the input's static shape, so a layer named
-'CifarNet/conv1' owns 'CifarNet/conv1/weights' and 'CifarNet/conv1/biases' exactly as
-TF-Slim did. What slim spread with `arg_scope` (initialisers, weight decay, activation,
-batch-norm settings) is passed explicitly. Regularisation terms are read from the
-layers (`regularization_losses()`), never collected into a global.
+Every module is named by its path *relative* to the module that holds it ('conv1',
+'Mixed_5b/Branch_1', or '' for no scope of its own, as NASNet's root-level cells).
+Absolute scopes are resolved once, from the tree, when the outermost module is first
+called; variables are then created under them from the input's static shape. So a
+net declares each layer once, by its slim name, and nested blocks compose:
+
+    class Block(layers.Module):
+        def __init__(self):
+            super().__init__('Mixed_5b')
+            self.branch = layers.Sequential('Branch_1', [
+                layers.Conv2D('Conv2d_0a_1x1', 48, 1), layers.Conv2D('Conv2d_0b_5x5', 64, 5)])
+
+owns 'InceptionV3/Mixed_5b/Branch_1/Conv2d_0b_5x5/weights' inside a net 'InceptionV3'.
+
+Computation runs in the input's dtype (float32, bfloat16, float16); variables stay
+float32 and are cast on read; batch-norm parameters and statistics stay float32. What
+slim spread with `arg_scope` is passed explicitly. L2 terms are read from the modules
+(`regularization_losses()`), never collected into a global. `training` is a required
+argument of every layer whose behaviour it can change.
 """
 import dataclasses
 import math
+import re
 from typing import Callable, Optional, Sequence, Union
 
 import tensorflow as tf
 
 Initializer = Callable[[Sequence[int], tf.DType], tf.Tensor]
 Activation = Optional[Callable[[tf.Tensor], tf.Tensor]]
-IntPair = Union[int, Sequence[int]]
+IntTuple = Union[int, Sequence[int]]
 
 
 # --- Initialisers: (shape, dtype) -> tensor, the ones slim's nets use. ---
@@ -38,7 +52,7 @@ def truncated_normal_initializer(stddev: float) -> Initializer:
 
 
 def xavier_initializer() -> Initializer:
-    """Glorot uniform, slim's default for conv2d and fully_connected weights."""
+    """Glorot uniform, slim's default for conv and fully_connected weights."""
 
     def initialize(shape, dtype):
         receptive_field = math.prod(shape[:-2]) if len(shape) > 2 else 1
@@ -49,9 +63,107 @@ def xavier_initializer() -> Initializer:
     return initialize
 
 
-def _pair(value: IntPair) -> tuple:
-    return (value, value) if isinstance(value, int) else tuple(value)
+def _tuple(value: IntTuple, rank: int) -> tuple:
+    return (value,) * rank if isinstance(value, int) else tuple(value)
 
+
+def _join(*parts: str) -> str:
+    return '/'.join(part for part in parts if part)
+
+
+def _read(variable, dtype):
+    """A float32 variable's value in the compute dtype."""
+    return variable if variable.dtype == dtype else tf.cast(variable, dtype)
+
+
+# --- The module tree. ---
+
+class Module(tf.Module):
+    """A node of a net: named relative to its parent, resolved to a slim scope on use.
+
+    Subclasses implement `forward`; calling a module resolves the scopes of its whole
+    tree first if it is the outermost one called.
+    """
+
+    def __init__(self, name: str):
+        # tf.Module wants an identifier; the slim path is kept in relative_name.
+        identifier = re.sub(r'\W', '_', name) or 'root'
+        super().__init__(name=identifier if not identifier[0].isdigit() else '_' + identifier)
+        self.relative_name = name
+        self._scope = None
+        # Variable name -> L2 scale. Names, not variables, so checkpoints see each
+        # variable once, under its attribute.
+        self._weight_decay_by_name = {}
+
+    @property
+    def scope(self) -> str:
+        """The absolute slim scope, e.g. 'InceptionV3/Mixed_5b/Branch_1'."""
+        if self._scope is None:
+            self.resolve_scopes()
+        return self._scope
+
+    def resolve_scopes(self, parent_scope: str = ''):
+        """Sets this module's scope under `parent_scope`, and its descendants' under it."""
+        scope = _join(parent_scope, self.relative_name)
+        if self._scope not in (None, scope) and self._own_variables():
+            raise ValueError(f'Module {self._scope!r} was used on its own before its parent '
+                             f'{parent_scope!r}; call the outermost module first.')
+        self._scope = scope
+        for child in self._children():
+            child.resolve_scopes(scope)
+
+    def _children(self):
+        return self._flatten(recursive=False, predicate=lambda m: isinstance(m, Module))
+
+    def _own_variables(self):
+        return self._flatten(recursive=False, predicate=lambda v: isinstance(v, tf.Variable))
+
+    def __call__(self, *args, **kwargs):
+        if self._scope is None:
+            self.resolve_scopes()
+        return self.forward(*args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError
+
+    def _add_variable(self, name, shape, initializer, *, trainable=True, weight_decay=0.0,
+                      **variable_kwargs):
+        """A float32 variable '<scope>/<name>', created whatever scope the caller is in."""
+        # A trailing '/' re-enters the absolute scope; '' is the root scope.
+        with tf.name_scope(self.scope + '/' if self.scope else ''):
+            variable = tf.Variable(initializer(list(shape), tf.float32), name=name,
+                                   trainable=trainable, **variable_kwargs)
+        if weight_decay:
+            self._weight_decay_by_name[variable.name] = weight_decay
+        return variable
+
+    def regularization_losses(self):
+        """slim's l2_regularizer terms, scale * sum(w**2) / 2, of this module's tree."""
+        modules = [self, *self._flatten(predicate=lambda m: isinstance(m, Module))]
+        return [tf.multiply(module._weight_decay_by_name[v.name], tf.nn.l2_loss(v),
+                            name='l2_loss')
+                for module in modules for v in module._own_variables()
+                if v.name in module._weight_decay_by_name]
+
+
+class Sequential(Module):
+    """Applies its layers in order under one scope (e.g. an Inception branch).
+
+    Modules are called with `training`; plain functions (pools) with the tensor only.
+    """
+
+    def __init__(self, name: str, layers: Sequence[Callable]):
+        super().__init__(name)
+        self.layers = list(layers)
+
+    def forward(self, inputs, training: bool):
+        for layer in self.layers:
+            inputs = (layer(inputs, training=training) if isinstance(layer, Module)
+                      else layer(inputs))
+        return inputs
+
+
+# --- Batch norm. ---
 
 @dataclasses.dataclass(frozen=True)
 class BatchNormParams:
@@ -62,83 +174,52 @@ class BatchNormParams:
     scale: bool = False
 
 
-def _is_variable(value):
-    return isinstance(value, tf.Variable)
+class BatchNorm(Module):
+    """slim.batch_norm: moving averages updated in training, used at inference.
 
+    Parameters and statistics are float32 whatever the input's dtype (the fused kernel
+    takes them so). Moving statistics are per replica (ON_READ, averaged when read).
+    """
 
-class Layer(tf.Module):
-    """A module whose variables live under an absolute slim scope."""
-
-    def __init__(self, scope: str):
-        super().__init__(name=scope.replace('/', '_'))
-        self.scope = scope
-        # Variable name -> L2 scale. Names, not variables, so checkpoints see each
-        # variable once, under its attribute.
-        self._weight_decay_by_name = {}
-
-    def _add_variable(self, name, shape, initializer, *, dtype=tf.float32,
-                      trainable=True, weight_decay=0.0, **variable_kwargs):
-        # The trailing '/' makes the scope absolute, whatever scope the caller is in.
-        with tf.name_scope(self.scope + '/'):
-            variable = tf.Variable(
-                initializer(list(shape), dtype), name=name, trainable=trainable,
-                **variable_kwargs)
-        if weight_decay:
-            self._weight_decay_by_name[variable.name] = weight_decay
-        return variable
-
-    def regularization_losses(self):
-        """slim's l2_regularizer terms: scale * sum(w**2) / 2, one per decayed weight."""
-        return [tf.multiply(self._weight_decay_by_name[v.name], tf.nn.l2_loss(v),
-                            name='l2_loss')
-                for v in self._flatten(recursive=False, predicate=_is_variable)
-                if v.name in self._weight_decay_by_name]
-
-
-class BatchNorm(Layer):
-    """slim.batch_norm: moving averages updated in training, used at inference."""
-
-    def __init__(self, scope: str, params: BatchNormParams = BatchNormParams(),
+    def __init__(self, name: str = 'BatchNorm', params: BatchNormParams = BatchNormParams(),
                  activation: Activation = None):
-        super().__init__(scope)
+        super().__init__(name)
         self.params = params
         self.activation = activation
-        self._built = False
+        self.beta = self.gamma = self.moving_mean = self.moving_variance = None
 
     def _build(self, depth: int):
         p = self.params
-        self.beta = (self._add_variable('beta', [depth], zeros_initializer())
-                     if p.center else None)
-        self.gamma = (self._add_variable('gamma', [depth], ones_initializer())
-                      if p.scale else None)
-        # Each replica keeps its own statistics; reading them averages the replicas.
-        stat_kwargs = dict(trainable=False,
-                           synchronization=tf.VariableSynchronization.ON_READ,
-                           aggregation=tf.VariableAggregation.MEAN)
+        if p.center:
+            self.beta = self._add_variable('beta', [depth], zeros_initializer())
+        if p.scale:
+            self.gamma = self._add_variable('gamma', [depth], ones_initializer())
+        statistics = dict(trainable=False,
+                          synchronization=tf.VariableSynchronization.ON_READ,
+                          aggregation=tf.VariableAggregation.MEAN)
         self.moving_mean = self._add_variable(
-            'moving_mean', [depth], zeros_initializer(), **stat_kwargs)
+            'moving_mean', [depth], zeros_initializer(), **statistics)
         self.moving_variance = self._add_variable(
-            'moving_variance', [depth], ones_initializer(), **stat_kwargs)
-        self._built = True
+            'moving_variance', [depth], ones_initializer(), **statistics)
 
-    def __call__(self, inputs, training: bool):
+    def forward(self, inputs, *, training: bool):
         depth = inputs.shape[-1]
-        if not self._built:
+        if self.moving_mean is None:
             self._build(depth)
-        offset = self.beta if self.beta is not None else tf.zeros([depth], inputs.dtype)
-        scale = self.gamma if self.gamma is not None else tf.ones([depth], inputs.dtype)
+        offset = self.beta if self.beta is not None else tf.zeros([depth])
+        scale = self.gamma if self.gamma is not None else tf.ones([depth])
         # The fused kernel, as slim used by default: it normalises with the biased batch
-        # variance but returns the Bessel-corrected one for the moving average.
-        as_4d = inputs if inputs.shape.rank == 4 else inputs[:, tf.newaxis, tf.newaxis, :]
-        epsilon = max(self.params.epsilon, 1.001e-5)
+        # variance but returns the Bessel-corrected one for the moving average. It wants
+        # rank 4; folding the other axes into the batch keeps the per-channel statistics.
+        as_4d = inputs if inputs.shape.rank == 4 else tf.reshape(inputs, [-1, 1, 1, depth])
+        epsilon = max(self.params.epsilon, 1.001e-5)  # the kernel's minimum
         if training:
             outputs, batch_mean, batch_variance, _, _, _ = tf.raw_ops.FusedBatchNormV3(
-                x=as_4d, scale=scale, offset=offset, mean=tf.constant([], inputs.dtype),
-                variance=tf.constant([], inputs.dtype), epsilon=epsilon,
-                is_training=True)
-            decay = 1.0 - self.params.decay
-            self.moving_mean.assign_sub((self.moving_mean - batch_mean) * decay)
-            self.moving_variance.assign_sub((self.moving_variance - batch_variance) * decay)
+                x=as_4d, scale=scale, offset=offset, mean=tf.constant([], tf.float32),
+                variance=tf.constant([], tf.float32), epsilon=epsilon, is_training=True)
+            keep = 1.0 - self.params.decay
+            self.moving_mean.assign_sub((self.moving_mean - batch_mean) * keep)
+            self.moving_variance.assign_sub((self.moving_variance - batch_variance) * keep)
         else:
             outputs, *_ = tf.raw_ops.FusedBatchNormV3(
                 x=as_4d, scale=scale, offset=offset, mean=self.moving_mean,
@@ -148,20 +229,26 @@ class BatchNorm(Layer):
         return self.activation(outputs) if self.activation else outputs
 
 
-class _WeightedLayer(Layer):
-    """Shared by conv and fully-connected layers: weights, then biases or batch norm."""
+# --- Layers with weights: conv (any rank), separable conv, fully connected. ---
 
-    def __init__(self, scope, *, activation, weights_initializer, biases_initializer,
-                 weight_decay, normalizer):
-        super().__init__(scope)
+class _WeightedLayer(Module):
+    """Weights, then batch norm or biases, then the activation, as slim's layers."""
+
+    def __init__(self, name, *, activation, weights_initializer, biases_initializer,
+                 weight_decay, normalizer, normalizer_name):
+        super().__init__(name)
         self.activation = activation
         self.weights_initializer = weights_initializer
         self.biases_initializer = biases_initializer
         self.weight_decay = weight_decay
-        self.batch_norm = (BatchNorm(scope + '/BatchNorm', normalizer)
+        self.batch_norm = (BatchNorm(normalizer_name, normalizer)
                            if normalizer is not None else None)
         self.biases = None
         self._built = False
+
+    def _add_weights(self, name, shape):
+        return self._add_variable(name, shape, self.weights_initializer,
+                                  weight_decay=self.weight_decay)
 
     def _add_biases(self, depth):
         # As in slim, a normalised layer has no biases (batch norm's beta replaces them).
@@ -172,122 +259,152 @@ class _WeightedLayer(Layer):
         if self.batch_norm is not None:
             outputs = self.batch_norm(outputs, training=training)
         elif self.biases is not None:
-            outputs = tf.nn.bias_add(outputs, self.biases)
+            outputs = tf.nn.bias_add(outputs, _read(self.biases, outputs.dtype))
         return self.activation(outputs) if self.activation else outputs
 
 
-class Conv2D(_WeightedLayer):
-    """slim.conv2d: SAME padding, ReLU and Xavier weights unless told otherwise."""
+_DEFAULTS = dict(activation=tf.nn.relu, weights_initializer=xavier_initializer(),
+                 biases_initializer=zeros_initializer(), weight_decay=0.0, normalizer=None,
+                 normalizer_name='BatchNorm')
 
-    def __init__(self, scope: str, num_outputs: int, kernel_size: IntPair, *,
-                 stride: IntPair = 1, padding: str = 'SAME', rate: IntPair = 1,
-                 activation: Activation = tf.nn.relu,
-                 weights_initializer: Initializer = xavier_initializer(),
-                 biases_initializer: Optional[Initializer] = zeros_initializer(),
-                 weight_decay: float = 0.0,
-                 normalizer: Optional[BatchNormParams] = None):
-        super().__init__(scope, activation=activation,
-                         weights_initializer=weights_initializer,
-                         biases_initializer=biases_initializer,
-                         weight_decay=weight_decay, normalizer=normalizer)
+
+def _explicit_padding(kernel_size, rate):
+    """slim's fixed padding: what SAME would pad for the dilated kernel, split begin/end."""
+    pads = []
+    for k, r in zip(kernel_size, rate):
+        total = k + (k - 1) * (r - 1) - 1
+        pads.append((total // 2, total - total // 2))
+    return pads
+
+
+class ConvND(_WeightedLayer):
+    """slim's conv2d/conv3d for any rank: SAME padding, ReLU, Xavier unless told otherwise.
+
+    padding is 'SAME', 'VALID' or 'EXPLICIT': slim's fixed padding (ResNet's
+    conv2d_same, MobileNet's use_explicit_padding), which pads as SAME would for a
+    stride of 1, whatever the stride, and then convolves VALID.
+    """
+
+    rank = None  # set by the thin subclasses
+
+    def __init__(self, name: str, num_outputs: int, kernel_size: IntTuple, *,
+                 stride: IntTuple = 1, padding: str = 'SAME', rate: IntTuple = 1,
+                 **options):
+        super().__init__(name, **{**_DEFAULTS, **options})
+        if padding not in ('SAME', 'VALID', 'EXPLICIT'):
+            raise ValueError(f"padding must be 'SAME', 'VALID' or 'EXPLICIT', got {padding!r}.")
         self.num_outputs = num_outputs
-        self.kernel_size = _pair(kernel_size)
-        self.stride = _pair(stride)
+        self.kernel_size = _tuple(kernel_size, self.rank)
+        self.stride = _tuple(stride, self.rank)
+        self.rate = _tuple(rate, self.rank)
         self.padding = padding
-        self.rate = _pair(rate)
 
-    def __call__(self, inputs, training: bool = False):
+    def forward(self, inputs, *, training: bool):
         if not self._built:
-            self.weights = self._add_variable(
-                'weights', [*self.kernel_size, inputs.shape[-1], self.num_outputs],
-                self.weights_initializer, weight_decay=self.weight_decay)
+            self.weights = self._add_weights(
+                'weights', [*self.kernel_size, inputs.shape[-1], self.num_outputs])
             self._add_biases(self.num_outputs)
             self._built = True
-        outputs = tf.nn.conv2d(inputs, self.weights, strides=self.stride,
-                               padding=self.padding, dilations=self.rate)
+        padding = self.padding
+        if padding == 'EXPLICIT':
+            pads = _explicit_padding(self.kernel_size, self.rate)
+            inputs = tf.pad(inputs, [(0, 0), *pads, (0, 0)])
+            padding = 'VALID'
+        outputs = tf.nn.convolution(inputs, _read(self.weights, inputs.dtype),
+                                    strides=self.stride, padding=padding,
+                                    dilations=self.rate)
         return self._finish(outputs, training)
+
+
+class Conv2D(ConvND):
+    rank = 2
+
+
+class Conv3D(ConvND):
+    rank = 3
+
+
+def conv2d_same(name: str, num_outputs: int, kernel_size: IntTuple, stride: int = 1,
+                rate: int = 1, **options) -> Conv2D:
+    """slim's resnet_utils.conv2d_same: SAME at stride 1, else explicit padding + VALID,
+    so the output does not depend on the input's parity."""
+    return Conv2D(name, num_outputs, kernel_size, stride=stride, rate=rate,
+                  padding='SAME' if stride == 1 else 'EXPLICIT', **options)
 
 
 class SeparableConv2D(_WeightedLayer):
     """slim.separable_conv2d: depthwise, then pointwise unless num_outputs is None."""
 
-    def __init__(self, scope: str, num_outputs: Optional[int], kernel_size: IntPair, *,
-                 depth_multiplier: int = 1, stride: IntPair = 1, padding: str = 'SAME',
-                 rate: IntPair = 1, activation: Activation = tf.nn.relu,
-                 weights_initializer: Initializer = xavier_initializer(),
-                 biases_initializer: Optional[Initializer] = zeros_initializer(),
-                 weight_decay: float = 0.0,
-                 normalizer: Optional[BatchNormParams] = None):
-        super().__init__(scope, activation=activation,
-                         weights_initializer=weights_initializer,
-                         biases_initializer=biases_initializer,
-                         weight_decay=weight_decay, normalizer=normalizer)
+    def __init__(self, name: str, num_outputs: Optional[int], kernel_size: IntTuple, *,
+                 depth_multiplier: int = 1, stride: IntTuple = 1, padding: str = 'SAME',
+                 rate: IntTuple = 1, **options):
+        super().__init__(name, **{**_DEFAULTS, **options})
         self.num_outputs = num_outputs
-        self.kernel_size = _pair(kernel_size)
+        self.kernel_size = _tuple(kernel_size, 2)
         self.depth_multiplier = depth_multiplier
-        self.stride = _pair(stride)
+        self.stride = _tuple(stride, 2)
         self.padding = padding
-        self.rate = _pair(rate)
+        self.rate = _tuple(rate, 2)
         self.pointwise_weights = None
 
-    def __call__(self, inputs, training: bool = False):
+    def forward(self, inputs, *, training: bool):
         in_depth = inputs.shape[-1]
         if not self._built:
-            self.depthwise_weights = self._add_variable(
-                'depthwise_weights', [*self.kernel_size, in_depth, self.depth_multiplier],
-                self.weights_initializer, weight_decay=self.weight_decay)
+            self.depthwise_weights = self._add_weights(
+                'depthwise_weights', [*self.kernel_size, in_depth, self.depth_multiplier])
             if self.num_outputs is not None:
-                self.pointwise_weights = self._add_variable(
+                self.pointwise_weights = self._add_weights(
                     'pointwise_weights',
-                    [1, 1, in_depth * self.depth_multiplier, self.num_outputs],
-                    self.weights_initializer, weight_decay=self.weight_decay)
+                    [1, 1, in_depth * self.depth_multiplier, self.num_outputs])
             self._add_biases(self.num_outputs or in_depth * self.depth_multiplier)
             self._built = True
+        padding = self.padding
+        if padding == 'EXPLICIT':
+            inputs = tf.pad(inputs, [(0, 0), *_explicit_padding(self.kernel_size, self.rate),
+                                     (0, 0)])
+            padding = 'VALID'
         strides = (1, *self.stride, 1)
+        depthwise = _read(self.depthwise_weights, inputs.dtype)
         if self.pointwise_weights is not None:
             outputs = tf.nn.separable_conv2d(
-                inputs, self.depthwise_weights, self.pointwise_weights, strides=strides,
-                padding=self.padding, dilations=self.rate)
+                inputs, depthwise, _read(self.pointwise_weights, inputs.dtype),
+                strides=strides, padding=padding, dilations=self.rate)
         else:
-            outputs = tf.nn.depthwise_conv2d(
-                inputs, self.depthwise_weights, strides=strides, padding=self.padding,
-                dilations=self.rate)
+            outputs = tf.nn.depthwise_conv2d(inputs, depthwise, strides=strides,
+                                             padding=padding, dilations=self.rate)
         return self._finish(outputs, training)
 
 
 class FullyConnected(_WeightedLayer):
-    """slim.fully_connected on a rank-2 input."""
+    """slim.fully_connected: a dense layer on the last axis."""
 
-    def __init__(self, scope: str, num_outputs: int, *,
-                 activation: Activation = tf.nn.relu,
-                 weights_initializer: Initializer = xavier_initializer(),
-                 biases_initializer: Optional[Initializer] = zeros_initializer(),
-                 weight_decay: float = 0.0,
-                 normalizer: Optional[BatchNormParams] = None):
-        super().__init__(scope, activation=activation,
-                         weights_initializer=weights_initializer,
-                         biases_initializer=biases_initializer,
-                         weight_decay=weight_decay, normalizer=normalizer)
+    def __init__(self, name: str, num_outputs: int, **options):
+        super().__init__(name, **{**_DEFAULTS, **options})
         self.num_outputs = num_outputs
 
-    def __call__(self, inputs, training: bool = False):
+    def forward(self, inputs, *, training: bool):
         if not self._built:
-            self.weights = self._add_variable(
-                'weights', [inputs.shape[-1], self.num_outputs],
-                self.weights_initializer, weight_decay=self.weight_decay)
+            self.weights = self._add_weights('weights', [inputs.shape[-1], self.num_outputs])
             self._add_biases(self.num_outputs)
             self._built = True
-        return self._finish(tf.matmul(inputs, self.weights), training)
+        weights = _read(self.weights, inputs.dtype)
+        outputs = (tf.matmul(inputs, weights) if inputs.shape.rank == 2
+                   else tf.tensordot(inputs, weights, axes=1))
+        return self._finish(outputs, training)
 
 
-# --- Stateless layers. ---
+# --- Stateless layers (any compute dtype). ---
 
-def max_pool2d(inputs, kernel_size: IntPair, stride: IntPair = 2, padding='VALID'):
-    return tf.nn.max_pool2d(inputs, _pair(kernel_size), _pair(stride), padding)
+def max_pool(inputs, kernel_size: IntTuple, stride: IntTuple = 2, padding='VALID'):
+    """slim's max_pool2d / max_pool3d, by the input's rank."""
+    rank = inputs.shape.rank - 2
+    return tf.nn.max_pool(inputs, _tuple(kernel_size, rank), _tuple(stride, rank), padding)
 
 
-def avg_pool2d(inputs, kernel_size: IntPair, stride: IntPair = 2, padding='VALID'):
-    return tf.nn.avg_pool2d(inputs, _pair(kernel_size), _pair(stride), padding)
+def avg_pool(inputs, kernel_size: IntTuple, stride: IntTuple = 2, padding='VALID'):
+    """slim's avg_pool2d / avg_pool3d, by the input's rank."""
+    rank = inputs.shape.rank - 2
+    return tf.nn.avg_pool(inputs, _tuple(kernel_size, rank), _tuple(stride, rank), padding)
 
 
 def flatten(inputs):
@@ -295,7 +412,17 @@ def flatten(inputs):
     return tf.reshape(inputs, [-1, math.prod(inputs.shape[1:])])
 
 
-def dropout(inputs, keep_prob: float, training: bool):
+def dropout(inputs, keep_prob: float, *, training: bool):
     if not training or keep_prob >= 1.0:
         return inputs
     return tf.nn.dropout(inputs, rate=1.0 - keep_prob)
+
+
+def local_response_normalization(inputs, *, depth_radius, bias, alpha, beta):
+    """tf.nn.local_response_normalization in any dtype (the CPU kernel lacks bfloat16)."""
+    if inputs.dtype == tf.bfloat16:
+        return tf.cast(local_response_normalization(
+            tf.cast(inputs, tf.float32), depth_radius=depth_radius, bias=bias,
+            alpha=alpha, beta=beta), tf.bfloat16)
+    return tf.nn.local_response_normalization(inputs, depth_radius=depth_radius,
+                                              bias=bias, alpha=alpha, beta=beta)

@@ -8,7 +8,6 @@ from nets.registry import register_network
 
 
 class LeNet(Network):
-    default_image_size = 28
 
     def __init__(self, num_classes: int = 10, *, weight_decay: float = 0.0,
                  is_training: bool = False, dropout_keep_prob: float = 0.5,
@@ -17,24 +16,25 @@ class LeNet(Network):
         self.dropout_keep_prob = dropout_keep_prob
         common = dict(weights_initializer=layers.truncated_normal_initializer(0.1),
                       weight_decay=weight_decay)
-        self.conv1 = layers.Conv2D(f'{scope}/conv1', 32, 5, **common)
-        self.conv2 = layers.Conv2D(f'{scope}/conv2', 64, 5, **common)
-        self.fc3 = layers.FullyConnected(f'{scope}/fc3', 1024, **common)
-        self.fc4 = (layers.FullyConnected(f'{scope}/fc4', num_classes, activation=None,
-                                          **common) if num_classes else None)
+        self.conv1 = layers.Conv2D('conv1', 32, 5, **common)
+        self.conv2 = layers.Conv2D('conv2', 64, 5, **common)
+        self.fc3 = layers.FullyConnected('fc3', 1024, **common)
+        self.fc4 = (layers.FullyConnected('fc4', num_classes, activation=None, **common)
+                    if num_classes else None)
 
-    def forward(self, images, training):
+    def forward(self, images, *, training):
         end_points = {}
-        net = end_points['conv1'] = self.conv1(images)
-        net = end_points['pool1'] = layers.max_pool2d(net, 2, 2)
-        net = end_points['conv2'] = self.conv2(net)
-        net = end_points['pool2'] = layers.max_pool2d(net, 2, 2)
+        net = end_points['conv1'] = self.conv1(images, training=training)
+        net = end_points['pool1'] = layers.max_pool(net, 2, 2)
+        net = end_points['conv2'] = self.conv2(net, training=training)
+        net = end_points['pool2'] = layers.max_pool(net, 2, 2)
         net = end_points['Flatten'] = layers.flatten(net)
-        net = end_points['fc3'] = self.fc3(net)
+        net = end_points['fc3'] = self.fc3(net, training=training)
         if not self.num_classes:
             return net, end_points
-        net = end_points['dropout3'] = layers.dropout(net, self.dropout_keep_prob, training)
-        logits = end_points['Logits'] = self.fc4(net)
+        net = end_points['dropout3'] = layers.dropout(net, self.dropout_keep_prob,
+                                                      training=training)
+        logits = end_points['Logits'] = self.fc4(net, training=training)
         end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
         return logits, end_points
 

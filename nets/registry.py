@@ -2,7 +2,7 @@
 import dataclasses
 from typing import Callable, Dict
 
-from deployment.errors import UsageError
+from core.errors import UsageError
 
 
 @dataclasses.dataclass(frozen=True)

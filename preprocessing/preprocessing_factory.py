@@ -1,5 +1,5 @@
 """Looks up a network's preprocessing function by name, as TF-Slim's preprocessing_factory."""
-from deployment.errors import UsageError
+from core.errors import UsageError
 from preprocessing import registry
 
 # Imported for their side effect: each module registers itself under its names.

@@ -14,7 +14,7 @@ import tensorflow as tf  # noqa: E402
 
 from datasets import dataset_factory  # noqa: E402
 from deployment import common_flags  # noqa: E402
-from deployment.errors import UsageError  # noqa: E402
+from core.errors import UsageError  # noqa: E402
 from preprocessing import preprocessing_factory  # noqa: E402
 
 FLAGS = flags.FLAGS

@@ -6,7 +6,7 @@ import tensorflow as tf
 from test_scripts import run_script
 
 from datasets import dataset_factory
-from deployment import checkpoints
+from training import checkpoints
 from nets import nets_factory
 from preprocessing import preprocessing_factory
 

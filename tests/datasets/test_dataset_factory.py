@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from datasets import dataset_factory
 from datasets import dataset_utils
-from deployment.errors import UsageError
+from core.errors import UsageError
 
 
 def test_dataset_names():

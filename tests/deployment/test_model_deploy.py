@@ -2,7 +2,7 @@ import pytest
 import tensorflow as tf
 
 from deployment import model_deploy
-from deployment.errors import UsageError
+from core.errors import UsageError
 
 
 def test_defaults_use_the_default_strategy():

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from deployment.errors import UsageError
+from core.errors import UsageError
 from preprocessing import preprocessing_factory
 from preprocessing import registry
 

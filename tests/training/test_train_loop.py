@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from deployment import learning_rate, optimizers, train_loop
-from deployment.errors import UsageError
+from training import learning_rate, optimizers, train_loop
+from core.errors import UsageError
 from nets import nets_factory
 
 

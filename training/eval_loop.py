@@ -6,7 +6,7 @@ from typing import Dict, Optional
 import tensorflow as tf
 from absl import logging
 
-from deployment.progress import ProgressBar
+from core.progress import ProgressBar
 
 
 def evaluate(network, dataset: tf.data.Dataset, *, num_examples: Optional[int] = None,

@@ -5,7 +5,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from deployment.checkpoints import slim_name
+from core.naming import slim_name
 
 SHADOW_SUFFIX = 'ExponentialMovingAverage'  # TF1's name: '<variable>/ExponentialMovingAverage'
 

@@ -18,7 +18,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from deployment.errors import UsageError
+from core.errors import UsageError
 
 DECAY_TYPES = ('fixed', 'exponential', 'polynomial')
 

@@ -8,7 +8,7 @@ from absl import logging
 from datasets import dataset_factory, input_pipeline
 from deployment import (checkpoints, eval_loop, exporter, learning_rate, model_deploy,
                         optimizers, train_loop)
-from deployment.errors import UsageError
+from core.errors import UsageError
 from nets import nets_factory
 from preprocessing import preprocessing_factory
 

@@ -10,7 +10,8 @@ from typing import Dict, Iterable, Optional, Sequence
 import tensorflow as tf
 from absl import logging
 
-from deployment.errors import UsageError
+from core.errors import UsageError
+from core.naming import slim_name
 
 MODEL_KEY = 'model'  # the network's attribute in every checkpoint this toolkit writes
 EMA_KEY = 'ema'  # the moving averages' attribute (deployment.moving_averages)
@@ -31,10 +32,6 @@ def resolve_checkpoint(path: str) -> str:
         raise UsageError(f'Checkpoint {path} does not exist (no {path}.index); pass a '
                          f'checkpoint prefix or a directory holding checkpoints.')
     return path
-
-
-def slim_name(variable) -> str:
-    return variable.name[:-2] if variable.name.endswith(':0') else variable.name
 
 
 def _object_checkpoint_keys(module: tf.Module, use_moving_averages: bool) -> Dict[str, str]:

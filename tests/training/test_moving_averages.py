@@ -2,8 +2,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from deployment import checkpoints, learning_rate, moving_averages, optimizers, train_loop
-from deployment.errors import UsageError
+from core.naming import slim_name
+
+from training import checkpoints, learning_rate, moving_averages, optimizers, train_loop
+from core.errors import UsageError
 from nets import nets_factory
 
 
@@ -49,27 +51,27 @@ def test_training_keeps_averages_that_evaluation_restores(tmp_path, mirrored):
         ['/cpu:0', '/cpu:1'], cross_device_ops=tf.distribute.ReductionToOneDevice())
         if mirrored else tf.distribute.get_strategy())
     trainer = _train(tmp_path, strategy)
-    shadows = {checkpoints.slim_name(v): s.numpy() for v, s in
+    shadows = {slim_name(v): s.numpy() for v, s in
                zip(trainer.network.variables, trainer.moving_averages.shadows)}
-    raw = {checkpoints.slim_name(v): v.numpy() for v in trainer.network.variables}
+    raw = {slim_name(v): v.numpy() for v in trainer.network.variables}
     assert any(not np.allclose(shadows[k], raw[k]) for k in raw)
 
     averaged = nets_factory.get_network_fn('lenet', 10)
     averaged.build((28, 28, 1))
     checkpoints.restore_network(averaged, str(tmp_path), use_moving_averages=True)
     for variable in averaged.variables:
-        np.testing.assert_allclose(variable.numpy(), shadows[checkpoints.slim_name(variable)])
+        np.testing.assert_allclose(variable.numpy(), shadows[slim_name(variable)])
     plain = nets_factory.get_network_fn('lenet', 10)
     plain.build((28, 28, 1))
     checkpoints.restore_network(plain, str(tmp_path))
     for variable in plain.variables:
-        np.testing.assert_allclose(variable.numpy(), raw[checkpoints.slim_name(variable)])
+        np.testing.assert_allclose(variable.numpy(), raw[slim_name(variable)])
 
 
 def test_averages_restore_from_tf1_names(tmp_path):
     network = nets_factory.get_network_fn('lenet', 10)
     network.build((28, 28, 1))
-    names = [checkpoints.slim_name(v) + '/ExponentialMovingAverage'
+    names = [slim_name(v) + '/ExponentialMovingAverage'
              for v in network.variables]
     values = [tf.fill(v.shape, 0.25) for v in network.variables]
     tf.raw_ops.SaveV2(prefix=str(tmp_path / 'model.ckpt'), tensor_names=names,

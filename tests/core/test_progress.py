@@ -1,6 +1,6 @@
 import io
 
-from deployment.progress import ProgressBar
+from core.progress import ProgressBar
 
 
 class _Terminal(io.StringIO):

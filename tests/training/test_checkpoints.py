@@ -2,10 +2,12 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+
+from core.naming import slim_name
 import testing_utils
 
-from deployment import checkpoints
-from deployment.errors import UsageError
+from training import checkpoints
+from core.errors import UsageError
 from nets import nets_factory
 
 GOLDEN = testing_utils.TEST_DATA / 'slim_reference' / 'golden'
@@ -29,8 +31,8 @@ def _cifarnet(num_classes=10):
 @pytest.fixture
 def golden_checkpoint(tmp_path):
     reference = _cifarnet()
-    values = {checkpoints.slim_name(v): testing_utils.golden_weight_value(
-        checkpoints.slim_name(v), v.shape) for v in reference.variables}
+    values = {slim_name(v): testing_utils.golden_weight_value(
+        slim_name(v), v.shape) for v in reference.variables}
     values['global_step'] = np.int64(1234)
     return _write_tf1_checkpoint(tmp_path / 'model.ckpt', values), values
 

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from deployment import eval_loop, exporter
+from export import exporter
+from training import eval_loop
 from nets import nets_factory
 
 

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from deployment.errors import UsageError
-from deployment.optimizers import (
+from core.errors import UsageError
+from training.optimizers import (
     OPTIMIZER_NAMES, OptimizerConfig, create_optimizer)
 
 INITIAL_VALUE = np.array([1.0, -2.0, 0.5, 0.0])

@@ -18,8 +18,8 @@ import dataclasses
 
 import tensorflow as tf
 
-from deployment.errors import UsageError
-from deployment.checkpoints import slim_name
+from core.errors import UsageError
+from core.naming import slim_name
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,8 +10,8 @@ from typing import Callable, Dict, Optional, Sequence
 import tensorflow as tf
 from absl import logging
 
-from deployment import checkpoints, moving_averages
-from deployment.errors import UsageError
+from training import checkpoints, moving_averages
+from core.errors import UsageError
 
 AUX_LOSS_WEIGHT = 0.4  # slim's weight for Inception's auxiliary head
 
@@ -150,7 +150,7 @@ class Trainer:
             checkpoint_name='model.ckpt', step_counter=self.global_step)
         self._train_steps = tf.function(self._train_steps_fn)
         # Kept for the Trainer's life: a later train() continues the same stream, and
-        # destroying a distributed iterator can stall (see common_flags._exit_now).
+        # destroying a distributed iterator can stall (see cli.guard.exit_now).
         self._iterator = None
 
     # --- The inner loop. ---

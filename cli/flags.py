@@ -18,7 +18,7 @@ from datasets import dataset_factory, download
 from deployment import jobs, learning_rate, model_deploy, optimizers
 from nets import nets_factory
 from preprocessing import preprocessing_factory
-from deployment.errors import UsageError
+from core.errors import UsageError
 
 FLAGS = flags.FLAGS
 
