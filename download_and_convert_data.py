@@ -8,17 +8,18 @@ Usage:
 Re-running skips finished work: existing TFRecords are kept, and verified archives
 (see --keep_archives) are not downloaded again.
 """
-import os
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow is imported.
+from cli import startup  # noqa: F401  (first: configures TensorFlow before it loads)
 
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
+from cli import guard  # noqa: E402
+from cli import flags as cli_flags  # noqa: E402
 from datasets import dataset_factory  # noqa: E402
-from deployment import common_flags  # noqa: E402
 
-common_flags.define_dataset_name_flag(None, "Dataset to convert")
+cli_flags.define_dataset_name_flag(None, "Dataset to convert")
+cli_flags.define_tf_log_level_flag()
+flags.adopt_module_key_flags(cli_flags)
 flags.DEFINE_string("dataset_dir", None,
                     "Directory the TFRecords and labels.txt are written to (created if "
                     "missing); downloads are stored there too.")
@@ -37,4 +38,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(common_flags.guarded(main))
+    app.run(guard.guarded(main))

@@ -4,19 +4,24 @@
       --dataset_split_name=validation --model_name=cifarnet \
       --checkpoint_path=/tmp/train --eval_dir=/tmp/eval
 """
-from absl import app, flags
+from cli import startup  # noqa: F401  (first: configures TensorFlow before it loads)
 
-from deployment import common_flags, jobs
+from absl import app, flags  # noqa: E402
+
+from cli import configs, guard, jobs  # noqa: E402
+from cli import flags as cli_flags  # noqa: E402
 
 FLAGS = flags.FLAGS
-common_flags.define_model_flags()
-common_flags.define_dataset_flags(default_split='test')
-common_flags.define_checkpoint_flag('A checkpoint prefix, or a directory whose latest '
-                                    'checkpoint is evaluated.')
-common_flags.define_moving_average_flag('when set, evaluate the averaged weights '
-                                        '(any value: the checkpoint holds them)')
-flags.DEFINE_string('eval_dir', '/tmp/tfmodel/', 'Where metrics.json and the event '
-                    'file are written.')
+cli_flags.define_model_flags()
+cli_flags.define_dataset_flags(default_split='test')
+cli_flags.define_checkpoint_flag('A checkpoint prefix, or a directory whose latest '
+                                 'checkpoint is evaluated.')
+cli_flags.define_moving_average_flag('when set, evaluate the averaged weights '
+                                     '(any value: the checkpoint holds them)')
+cli_flags.define_tf_log_level_flag()
+flags.adopt_module_key_flags(cli_flags)
+flags.DEFINE_string('eval_dir', '/tmp/tfmodel/', 'Where metrics.json, metrics.jsonl and '
+                    'the event file are written.')
 flags.DEFINE_integer('eval_image_size', None, 'Eval image size; default: the '
                      'network\'s default image size.')
 flags.DEFINE_integer('max_num_batches', None, 'Evaluate only this many batches; '
@@ -27,11 +32,11 @@ DEFAULT_BATCH_SIZE = 100
 
 def main(argv):
     del argv
-    data = common_flags.data_config_from_flags(default_batch_size=DEFAULT_BATCH_SIZE,
-                                               image_size=FLAGS.eval_image_size)
+    data = configs.data_config_from_flags(default_batch_size=DEFAULT_BATCH_SIZE,
+                                          image_size=FLAGS.eval_image_size)
     jobs.evaluate(data, FLAGS.checkpoint_path, FLAGS.eval_dir, FLAGS.max_num_batches,
                   use_moving_averages=FLAGS.moving_average_decay is not None)
 
 
 if __name__ == '__main__':
-    app.run(common_flags.guarded(main))
+    app.run(guard.guarded(main))

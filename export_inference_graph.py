@@ -4,19 +4,24 @@
       --checkpoint_path=/tmp/train --saved_model_dir=/tmp/export \
       --output_file=/tmp/cifarnet.pb
 """
-from absl import app, flags
+from cli import startup  # noqa: F401  (first: configures TensorFlow before it loads)
 
-from deployment import common_flags, jobs
+from absl import app, flags  # noqa: E402
+
+from cli import guard, jobs  # noqa: E402
+from cli import flags as cli_flags  # noqa: E402
 
 FLAGS = flags.FLAGS
-common_flags.define_model_flags()
-common_flags.define_checkpoint_flag('Checkpoint prefix or directory with the weights '
-                                    'to export; default: freshly initialised weights.')
-common_flags.define_dataset_name_flag(
+cli_flags.define_model_flags()
+cli_flags.define_checkpoint_flag('Checkpoint prefix or directory with the weights '
+                                 'to export; default: freshly initialised weights.')
+cli_flags.define_dataset_name_flag(
     'imagenet', 'The dataset the model was trained on (gives the number of classes and '
     'image channels)')
-common_flags.define_moving_average_flag('when set, export the averaged weights '
-                                        '(any value: the checkpoint holds them)')
+cli_flags.define_moving_average_flag('when set, export the averaged weights '
+                                     '(any value: the checkpoint holds them)')
+cli_flags.define_tf_log_level_flag()
+flags.adopt_module_key_flags(cli_flags)
 flags.DEFINE_integer('image_size', None, 'Input height and width; default: the '
                      'network\'s default image size.')
 flags.DEFINE_integer('batch_size', None, 'Batch size of the GraphDef\'s input; '
@@ -38,4 +43,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    app.run(common_flags.guarded(main))
+    app.run(guard.guarded(main))

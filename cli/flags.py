@@ -1,26 +1,20 @@
 """Every command-line flag of the scripts, each defined once, in groups.
 
-Scripts call the `define_*` functions they need, then the `*_from_flags` functions to
-turn parsed flags into frozen config objects. Flags that mirror a config dataclass
-field take their default from it, so the two cannot drift apart. Library code never
-reads FLAGS.
+Scripts call the `define_*` functions they need, then `flags.adopt_module_key_flags`
+on this module so `--help` lists them, then cli.configs to turn parsed flags into
+frozen config objects. Flags that mirror a config dataclass field take their default
+from it, so the two cannot drift apart. Library code never reads FLAGS.
 """
 import dataclasses
-import logging
-import os
-import sys
 import typing
-from typing import Optional
 
 from absl import flags
 
-from datasets import dataset_factory, download
-from deployment import jobs, learning_rate, model_deploy, optimizers
+from cli import startup
+from datasets import dataset_factory
 from nets import nets_factory
 from preprocessing import preprocessing_factory
-from core.errors import UsageError
-
-FLAGS = flags.FLAGS
+from training import learning_rate, optimizers
 
 
 def _define_from_dataclass(config_class, helps):
@@ -32,14 +26,11 @@ def _define_from_dataclass(config_class, helps):
         definers[hints[field.name]](field.name, field.default, helps[field.name])
 
 
-def _from_dataclass(config_class):
-    return config_class(**{f.name: FLAGS[f.name].value
-                           for f in dataclasses.fields(config_class)})
-
-
-def split_scopes(value):
-    """slim's comma-separated scope lists, e.g. 'InceptionV3/Logits,InceptionV3/AuxLogits'."""
-    return tuple(s.strip() for s in (value or '').split(',') if s.strip())
+def define_tf_log_level_flag():
+    """Read before TensorFlow loads (cli.startup); defined here for --help and parsing."""
+    flags.DEFINE_enum('tf_log_level', startup.DEFAULT_TF_LOG_LEVEL, startup.TF_LOG_LEVELS,
+                      'TensorFlow\'s own log output: all, info, warning, error or none '
+                      '(default: errors only).')
 
 
 # --- Dataset, model and preprocessing: train, eval and export. ---
@@ -65,9 +56,9 @@ def define_dataset_flags(default_split):
                         '(written by download_and_convert_data.py).')
     flags.DEFINE_string('file_pattern', None, 'Override of the dataset\'s file name '
                         'pattern, relative to --dataset_dir, with %s for the split.')
-    flags.DEFINE_string('preprocessing_name', None, 'The preprocessing, one of: '
+    flags.DEFINE_string('preprocessing_name', None, 'The preprocessing family, one of: '
                         + ', '.join(preprocessing_factory.available_names())
-                        + '; default: the one registered with --model_name.')
+                        + ', or a model name for its family; default: --model_name\'s.')
     flags.DEFINE_integer('num_readers', 4, 'TFRecord files read in parallel.')
     flags.DEFINE_integer('num_preprocessing_threads', 4,
                          'Threads decoding and preprocessing images.')
@@ -84,6 +75,10 @@ def define_deployment_flags():
     flags.DEFINE_integer('num_ps_tasks', 0, 'Number of parameter servers; 0 means '
                          'variables live on the workers.')
     flags.DEFINE_integer('task', 0, 'This worker\'s index among --worker_replicas.')
+    flags.DEFINE_bool('sync_replicas', False, 'Synchronise the worker replicas\' updates '
+                      'over the parameter servers.')
+    flags.DEFINE_integer('replicas_to_aggregate', 1, 'Gradients to collect before '
+                         'each update (--sync_replicas).')
 
 
 def define_training_flags():
@@ -100,7 +95,8 @@ def define_training_flags():
     flags.DEFINE_integer('max_checkpoints_to_keep', 5, 'Most recent checkpoints kept.')
     flags.DEFINE_float('weight_decay', 0.00004, 'The weight decay on the model weights.')
     flags.DEFINE_float('label_smoothing', 0.0, 'The amount of label smoothing.')
-    flags.DEFINE_integer('seed', None, 'Seed for data shuffling.')
+    flags.DEFINE_integer('seed', None, 'Seeds Python, numpy and TensorFlow (initial '
+                         'weights, dropout, augmentation) and the data order.')
     # Fine-tuning.
     define_checkpoint_flag('Checkpoint to start from when --train_dir has none (a '
                            'TF-Slim or toolkit checkpoint).')
@@ -132,8 +128,6 @@ def define_training_flags():
         'learning_rate_decay_factor': 'Learning rate decay factor.',
         'num_epochs_per_decay': 'Epochs after which the learning rate decays.',
         'warmup_epochs': 'Epochs of linear warm-up from 0 to --learning_rate.',
-        'sync_replicas': 'Synchronise the worker replicas (multi-worker training).',
-        'replicas_to_aggregate': 'Gradients to collect before updating (sync_replicas).',
     })
 
 
@@ -149,69 +143,3 @@ def define_checkpoint_flag(help_text):
     flags.DEFINE_string('checkpoint_path', None, help_text)
 
 
-def data_config_from_flags(*, default_batch_size: int, image_size: Optional[int],
-                           seed: Optional[int] = None) -> jobs.DataConfig:
-    """The data flags shared by training and evaluation, as a DataConfig."""
-    return jobs.DataConfig(
-        dataset_name=FLAGS.dataset_name, dataset_split_name=FLAGS.dataset_split_name,
-        dataset_dir=FLAGS.dataset_dir, file_pattern=FLAGS.file_pattern,
-        model_name=FLAGS.model_name, preprocessing_name=FLAGS.preprocessing_name,
-        batch_size=FLAGS.batch_size or default_batch_size, image_size=image_size,
-        labels_offset=FLAGS.labels_offset, use_grayscale=FLAGS.use_grayscale,
-        num_readers=FLAGS.num_readers,
-        num_preprocessing_threads=FLAGS.num_preprocessing_threads, seed=seed)
-
-
-def deployment_config_from_flags() -> model_deploy.DeploymentConfig:
-    return model_deploy.DeploymentConfig(
-        num_clones=FLAGS.num_clones, clone_on_cpu=FLAGS.clone_on_cpu,
-        replica_id=FLAGS.task, num_replicas=FLAGS.worker_replicas,
-        num_ps_tasks=FLAGS.num_ps_tasks)
-
-
-def optimizer_config_from_flags() -> optimizers.OptimizerConfig:
-    return _from_dataclass(optimizers.OptimizerConfig)
-
-
-def learning_rate_config_from_flags() -> learning_rate.LearningRateConfig:
-    return _from_dataclass(learning_rate.LearningRateConfig)
-
-
-def _exit_now(status: int, keep_alive=None):
-    """Exits without interpreter teardown, after flushing everything written.
-
-    keep_alive (e.g. a Trainer) is referenced until the exit, so it is never destroyed.
-
-    Destroying a distributed tf.data iterator joins tf.data's autotune threads, which
-    wake on a timer of up to 60 s; after training under MirroredStrategy the process
-    sat idle for 0-50 s (measured) before exiting. All files are closed by now.
-    """
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    del keep_alive  # only its lifetime mattered
-    os._exit(status)  # pylint: disable=protected-access
-
-
-def guarded(main):
-    """Wraps a script's main for app.run: stray arguments, user errors (bad input, failed
-    downloads, unimplemented modes) end in one `ERROR:` line and exit status 1.
-
-    Whatever main returns stays alive until the process exits without teardown, so a
-    Trainer's iterator is never destroyed (see _exit_now).
-    """
-
-    def run(argv):
-        # TensorFlow's own INFO lines (one per traced all-reduce) drown the progress lines.
-        logging.getLogger('tensorflow').setLevel(logging.WARNING)
-        try:
-            if len(argv) > 1:
-                raise UsageError(f'Unexpected arguments {" ".join(argv[1:])}; pass only '
-                                 f'--flags.')
-            result = main(argv)
-        except (UsageError, NotImplementedError, download.DownloadError) as error:
-            sys.stderr.write(f'ERROR: {error}\n')
-            _exit_now(1)
-        _exit_now(0, keep_alive=result)
-
-    return run

@@ -5,12 +5,14 @@ from typing import Optional
 
 from absl import logging
 
-from datasets import dataset_factory, input_pipeline
-from deployment import (checkpoints, eval_loop, exporter, learning_rate, model_deploy,
-                        optimizers, train_loop)
+from core import seeding
 from core.errors import UsageError
+from datasets import dataset_factory, input_pipeline
+from deployment import model_deploy
+from export import exporter
 from nets import nets_factory
 from preprocessing import preprocessing_factory
+from training import checkpoints, eval_loop, learning_rate, optimizers, train_loop
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,12 +53,22 @@ def _image_channels(dataset_channels: int, use_grayscale: bool) -> int:
     return 1 if use_grayscale else dataset_channels
 
 
+def _preprocessing_family(preprocessing_name: Optional[str], network_spec) -> str:
+    """--preprocessing_name as a family; a model name (as slim accepted) means its family."""
+    if not preprocessing_name:
+        return network_spec.preprocessing_name
+    if (not preprocessing_factory.is_available(preprocessing_name)
+            and preprocessing_name in nets_factory.network_names()):
+        return nets_factory.get_spec(preprocessing_name).preprocessing_name
+    return preprocessing_name
+
+
 def _assemble_data(data: DataConfig, is_training: bool) -> _Assembly:
     spec = dataset_factory.get_dataset(data.dataset_name, data.dataset_split_name,
                                        data.dataset_dir, data.file_pattern)
     network_spec = nets_factory.get_spec(data.model_name)
     preprocess = preprocessing_factory.get_preprocessing(
-        data.preprocessing_name or network_spec.preprocessing_name,
+        _preprocessing_family(data.preprocessing_name, network_spec),
         is_training=is_training, use_grayscale=data.use_grayscale)
     image_size = data.image_size or network_spec.default_image_size
     input_fn = input_pipeline.make_input_fn(spec, preprocess, input_pipeline.InputConfig(
@@ -70,17 +82,21 @@ def _assemble_data(data: DataConfig, is_training: bool) -> _Assembly:
 
 def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
           config: train_loop.TrainConfig, optimizer_config: optimizers.OptimizerConfig,
-          learning_rate_config: learning_rate.LearningRateConfig, weight_decay: float):
+          learning_rate_config: learning_rate.LearningRateConfig, weight_decay: float,
+          seed: Optional[int] = None):
     """Trains data.model_name on data; returns the Trainer.
 
     The Trainer holds the input iterator; a script keeps it until it exits (see
-    common_flags.guarded) because destroying that iterator can stall.
+    cli.guard.guarded) because destroying that iterator can stall.
     """
     # First: clones on CPU need the device split before TensorFlow starts.
     strategy = model_deploy.create_strategy(deployment)
+    if seed is not None:
+        seeding.seed_everything(seed)
     assembly = _assemble_data(data, is_training=True)
     learning_rate_fn = learning_rate.create_learning_rate_fn(
-        learning_rate_config, assembly.spec.num_samples, data.batch_size)
+        learning_rate_config, assembly.spec.num_samples, data.batch_size,
+        replicas_to_aggregate=deployment.gradients_per_update)
     with strategy.scope():
         network = nets_factory.get_network_fn(data.model_name, assembly.num_classes,
                                               weight_decay=weight_decay, is_training=True)
@@ -92,7 +108,8 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
     trainer = train_loop.Trainer(
         strategy=strategy, network=network, optimizer=optimizer,
         learning_rate_fn=learning_rate_fn, input_fn=assembly.input_fn,
-        image_shape=assembly.image_shape, config=config, is_chief=deployment.is_chief)
+        image_shape=assembly.image_shape, config=config, is_chief=deployment.is_chief,
+        sync_replicas=deployment.sync_replicas)
     trainer.train()
     return trainer
 
@@ -106,12 +123,15 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
     assembly = _assemble_data(data, is_training=False)
     network = nets_factory.get_network_fn(data.model_name, assembly.num_classes)
     network.build(assembly.image_shape)
-    global_step = checkpoints.restore_network(network, checkpoint_path,
+    checkpoint = checkpoints.resolve_checkpoint(checkpoint_path)
+    global_step = checkpoints.restore_network(network, checkpoint,
                                               use_moving_averages=use_moving_averages)
     metrics = eval_loop.evaluate(network, assembly.input_fn(None),
                                  num_examples=assembly.spec.num_samples,
                                  max_num_batches=max_num_batches)
-    eval_loop.report(metrics, eval_dir, global_step)
+    eval_loop.report(metrics, eval_dir, eval_loop.EvaluationRecord(
+        checkpoint=checkpoint, global_step=global_step, model_name=data.model_name,
+        dataset_name=data.dataset_name, split_name=data.dataset_split_name))
     return metrics
 
 

@@ -7,3 +7,7 @@ message must be one sentence that names the fix.
 
 class UsageError(ValueError):
     """A problem in the user's input, with a message that says how to fix it."""
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; the message names the step and what to do."""

@@ -16,6 +16,9 @@ class DeploymentConfig:
     num_ps_tasks: int = 0
     worker_job_name: str = 'worker'
     ps_job_name: str = 'ps'
+    # train_image_classifier's flags for synchronous updates over parameter servers.
+    sync_replicas: bool = False
+    replicas_to_aggregate: int = 1
 
     def __post_init__(self):
         if self.num_clones < 1:
@@ -29,6 +32,14 @@ class DeploymentConfig:
                              f'{self.num_replicas - 1}.')
         if self.num_ps_tasks < 0:
             raise UsageError(f'--num_ps_tasks must be >= 0, got {self.num_ps_tasks}.')
+        if self.replicas_to_aggregate < 1:
+            raise UsageError(f'--replicas_to_aggregate must be at least 1, got '
+                             f'{self.replicas_to_aggregate}.')
+
+    @property
+    def gradients_per_update(self) -> int:
+        """Replicas' batches one update averages: --replicas_to_aggregate when synced."""
+        return self.replicas_to_aggregate if self.sync_replicas else 1
 
     @property
     def is_chief(self) -> bool:
@@ -52,11 +63,12 @@ def _ensure_logical_cpus(count: int):
 
 def create_strategy(config: DeploymentConfig) -> tf.distribute.Strategy:
     """The strategy for a deployment; one training loop serves all of them."""
-    if config.num_ps_tasks > 0 or config.num_replicas > 1:
+    if (config.num_ps_tasks > 0 or config.num_replicas > 1 or config.sync_replicas
+            or config.replicas_to_aggregate != 1):
         raise NotImplementedError(
-            'Multi-worker and parameter-server training (--worker_replicas > 1 or '
-            '--num_ps_tasks > 0) are not implemented yet; train on one machine with '
-            '--num_clones for now.')
+            'Multi-worker, parameter-server and sync-replicas training (--worker_replicas '
+            '> 1, --num_ps_tasks > 0, --sync_replicas, --replicas_to_aggregate) are not '
+            'implemented yet; train on one machine with --num_clones for now.')
     if config.num_clones == 1:
         if config.clone_on_cpu:
             return tf.distribute.OneDeviceStrategy('/cpu:0')

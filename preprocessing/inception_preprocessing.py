@@ -149,12 +149,4 @@ def preprocess_image(image, height, width, is_training=False, use_grayscale=Fals
                                use_grayscale=use_grayscale)
 
 
-registry.register(
-    "inception", "inception_v1", "inception_v2", "inception_v3", "inception_v4",
-    "inception_resnet_v2",
-    "mobilenet_v1", "mobilenet_v2", "mobilenet_v2_035", "mobilenet_v2_140",
-    "mobilenet_v3_small", "mobilenet_v3_large",
-    "mobilenet_v3_small_minimalistic", "mobilenet_v3_large_minimalistic",
-    "mobilenet_edgetpu", "mobilenet_edgetpu_075",
-    "nasnet_mobile", "nasnet_large", "pnasnet_mobile", "pnasnet_large",
-)(preprocess_image)
+registry.register("inception")(preprocess_image)

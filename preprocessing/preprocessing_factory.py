@@ -1,4 +1,5 @@
-"""Looks up a network's preprocessing function by name, as TF-Slim's preprocessing_factory."""
+"""Looks up a preprocessing function by family, as TF-Slim's preprocessing_factory did by
+network name (a network's family is in its spec: nets_factory.get_spec(name))."""
 from core.errors import UsageError
 from preprocessing import registry
 
@@ -20,15 +21,15 @@ def is_available(name):
 
 
 def get_preprocessing(name, is_training=False, use_grayscale=False):
-    """Returns `fn(image, output_height, output_width, **kwargs)` for network `name`.
+    """Returns `fn(image, output_height, output_width, **kwargs)` for family `name`.
 
     `fn` takes a uint8 HWC image and returns float32 [output_height, output_width, C];
     C is 1 when `use_grayscale` is set. Extra kwargs go to the module's preprocess_image.
     """
     preprocess_image = registry.lookup(name)
     if preprocess_image is None:
-        raise UsageError(f"Unknown preprocessing name {name!r}: use one of "
-                         f"{', '.join(available_names())}.")
+        raise UsageError(f"Unknown preprocessing name {name!r}; use one of "
+                         f"{', '.join(available_names())}, or a model name.")
 
     def preprocessing_fn(image, output_height, output_width, **kwargs):
         return preprocess_image(image, output_height, output_width,

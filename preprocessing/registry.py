@@ -1,15 +1,16 @@
-"""The one table of preprocessing functions; each module registers itself under its names."""
+"""The one table of preprocessing functions, keyed by family (inception, vgg, cifarnet,
+lenet); each module registers itself. Which family a network uses is part of the
+network's registered spec (nets.registry), not of this table."""
 
 _PREPROCESS_FNS = {}
 
 
-def register(*names):
-    """Decorator that registers a module's `preprocess_image` under `names`."""
+def register(family):
+    """Decorator that registers a module's `preprocess_image` under its family name."""
     def decorator(preprocess_image):
-        for name in names:
-            if name in _PREPROCESS_FNS:
-                raise ValueError(f"Preprocessing name {name!r} is registered twice.")
-            _PREPROCESS_FNS[name] = preprocess_image
+        if family in _PREPROCESS_FNS:
+            raise ValueError(f"Preprocessing name {family!r} is registered twice.")
+        _PREPROCESS_FNS[family] = preprocess_image
         return preprocess_image
     return decorator
 

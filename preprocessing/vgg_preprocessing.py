@@ -108,8 +108,4 @@ def preprocess_image(image, output_height, output_width, is_training=False,
                                use_grayscale)
 
 
-registry.register(
-    "resnet_v1_50", "resnet_v1_101", "resnet_v1_152", "resnet_v1_200",
-    "resnet_v2_50", "resnet_v2_101", "resnet_v2_152", "resnet_v2_200",
-    "vgg", "vgg_a", "vgg_16", "vgg_19",
-)(preprocess_image)
+registry.register("vgg")(preprocess_image)

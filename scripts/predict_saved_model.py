@@ -9,11 +9,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from cli import startup  # noqa: E402,F401  (first: configures TensorFlow before it loads)
 from absl import app, flags  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from datasets import dataset_factory  # noqa: E402
-from deployment import common_flags  # noqa: E402
+from cli import guard  # noqa: E402
 from core.errors import UsageError  # noqa: E402
 from preprocessing import preprocessing_factory  # noqa: E402
 
@@ -60,4 +61,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    app.run(common_flags.guarded(main))
+    app.run(guard.guarded(main))

@@ -16,6 +16,8 @@ tf.config.set_logical_device_configuration(
 
 import pytest  # noqa: E402
 
+from core import seeding  # noqa: E402
+
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
 TEST_DATA = PROJECT_ROOT / "tests" / "data"
 
@@ -37,3 +39,9 @@ def slim_nets():
     import json
     with gzip.open(TEST_DATA / 'slim_reference' / 'nets.json.gz', 'rt') as f:
         return json.load(f)
+
+
+@pytest.fixture(autouse=True)
+def seeded():
+    """Every test starts from the same seeds (Python, numpy, TensorFlow)."""
+    seeding.seed_everything(0)

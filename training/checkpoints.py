@@ -88,7 +88,9 @@ def restore_network(network: tf.Module, checkpoint_path: str, *,
     if mismatched:
         raise UsageError(
             f'Checkpoint {checkpoint_path} does not fit the model ({"; ".join(mismatched)}); '
-            f'exclude those scopes with --checkpoint_exclude_scopes or fix --num_classes.')
+            f'if only the logits differ (another class count), leave them out with '
+            f'--checkpoint_exclude_scopes, or match the class count with --labels_offset '
+            f'(e.g. 1 for a 1000-class net on data with a background class).')
     if missing and not ignore_missing_vars:
         shown = ', '.join(missing[:5]) + (' ...' if len(missing) > 5 else '')
         what = 'moving averages of ' if use_moving_averages else ''

@@ -1,4 +1,6 @@
 """Exactly one pass over a split: Accuracy and Recall_5, as slim's eval reported them."""
+import dataclasses
+import datetime
 import json
 import os
 from typing import Dict, Optional
@@ -40,18 +42,34 @@ def evaluate(network, dataset: tf.data.Dataset, *, num_examples: Optional[int] =
     return {'Accuracy': correct / seen, 'Recall_5': in_top5 / seen, 'num_examples': seen}
 
 
-def report(metrics: Dict[str, float], eval_dir: str, global_step: Optional[int]):
-    """Prints `eval/<name>: value` lines, writes metrics.json and TensorBoard scalars."""
+@dataclasses.dataclass(frozen=True)
+class EvaluationRecord:
+    """What was evaluated, written beside the metrics."""
+    checkpoint: str
+    global_step: Optional[int]
+    model_name: str
+    dataset_name: str
+    split_name: str
+
+
+def report(metrics: Dict[str, float], eval_dir: str, record: EvaluationRecord):
+    """Prints `eval/<name>: value` lines, writes TensorBoard scalars, and the metrics with
+    what was evaluated: appended as one JSON line to metrics.jsonl (every evaluation) and
+    written alone to metrics.json (the latest)."""
     tf.io.gfile.makedirs(eval_dir)
     for name in ('Accuracy', 'Recall_5'):
         print(f'eval/{name}: {metrics[name]:.4f}')
-    record = dict(metrics, global_step=global_step)
+    entry = dict(metrics, **dataclasses.asdict(record),
+                 time=datetime.datetime.now(datetime.timezone.utc).isoformat(
+                     timespec='seconds'))
     path = os.path.join(eval_dir, 'metrics.json')
     with tf.io.gfile.GFile(path + '.tmp', 'w') as f:
-        json.dump(record, f, indent=2)
+        json.dump(entry, f, indent=2)
     tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
+    with open(os.path.join(eval_dir, 'metrics.jsonl'), 'a', encoding='utf-8') as f:
+        f.write(json.dumps(entry) + '\n')
     writer = tf.summary.create_file_writer(eval_dir)
-    with writer.as_default(step=global_step or 0):
+    with writer.as_default(step=record.global_step or 0):
         for name in ('Accuracy', 'Recall_5'):
             tf.summary.scalar(f'eval/{name}', metrics[name])
     writer.close()

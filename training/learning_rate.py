@@ -2,8 +2,8 @@
 
 Reproduces the later slim version that has --warmup_epochs:
 
-    steps_per_epoch = num_samples_per_epoch / batch_size     (/ replicas_to_aggregate
-                                                               when sync_replicas)
+    steps_per_epoch = num_samples_per_epoch / batch_size     (/ replicas_to_aggregate:
+                                                               slim's sync_replicas)
     decay_steps = int(steps_per_epoch * num_epochs_per_decay)
     exponential: lr * decay_factor ** floor(step / decay_steps)
     polynomial:  (lr - end_lr) * (1 - min(step, decay_steps) / decay_steps) + end_lr
@@ -32,8 +32,6 @@ class LearningRateConfig:
     learning_rate_decay_factor: float = 0.94
     num_epochs_per_decay: float = 2.0
     warmup_epochs: float = 0.0
-    sync_replicas: bool = False
-    replicas_to_aggregate: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,9 +64,13 @@ class LearningRateSchedule:
 
 
 def create_learning_rate_fn(
-        config: LearningRateConfig, num_samples_per_epoch: int,
-        batch_size: int) -> Callable[[tf.Tensor], tf.Tensor]:
-    """Slim's learning-rate schedule as a function of the global step."""
+        config: LearningRateConfig, num_samples_per_epoch: int, batch_size: int,
+        replicas_to_aggregate: int = 1) -> Callable[[tf.Tensor], tf.Tensor]:
+    """Slim's learning-rate schedule as a function of the global step.
+
+    replicas_to_aggregate is the number of replicas' batches one update averages under
+    slim's --sync_replicas (1 otherwise): an epoch then takes that many times fewer steps.
+    """
     if config.learning_rate_decay_type not in DECAY_TYPES:
         raise UsageError(
             f"Unknown learning_rate_decay_type '{config.learning_rate_decay_type}'; "
@@ -79,17 +81,15 @@ def create_learning_rate_fn(
         raise UsageError(
             f'The dataset split has {num_samples_per_epoch} samples; '
             'choose a split with samples in it.')
-    if config.sync_replicas and config.replicas_to_aggregate <= 0:
+    if replicas_to_aggregate <= 0:
         raise UsageError(
-            f'replicas_to_aggregate is {config.replicas_to_aggregate}; '
+            f'replicas_to_aggregate is {replicas_to_aggregate}; '
             'set --replicas_to_aggregate to a positive number.')
     if config.warmup_epochs < 0:
         raise UsageError(
             f'warmup_epochs is {config.warmup_epochs}; set --warmup_epochs to zero or more.')
 
-    steps_per_epoch = num_samples_per_epoch / batch_size
-    if config.sync_replicas:
-        steps_per_epoch /= config.replicas_to_aggregate
+    steps_per_epoch = num_samples_per_epoch / batch_size / replicas_to_aggregate
     decay_steps = int(steps_per_epoch * config.num_epochs_per_decay)
     if decay_steps <= 0 and config.learning_rate_decay_type != 'fixed':
         raise UsageError(

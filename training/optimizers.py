@@ -5,14 +5,19 @@ were tuned for the TF1 optimizers, whose rules differ from Keras's. Each optimiz
 here applies its update with the TF1 training kernel itself (tf.raw_ops.ResourceApply*)
 and names its slot variables as TF1 did, e.g. 'CifarNet/conv1/weights/RMSProp'.
 
-Usage, with the variables already created:
+The optimizer is the last third of the step split (compute gradients -> aggregate ->
+apply): it applies gradients that deployment.aggregation already combined, with no
+cross-replica communication of its own. Usage, with the variables already created:
 
     optimizer = create_optimizer(OptimizerConfig(optimizer='momentum'))
     with strategy.scope():
-        optimizer.build(model_variables)
+        optimizer.build(variables)
     ...
-    # inside strategy.run(step_fn), gradients scaled by 1/num_replicas:
-    optimizer.apply_gradients(zip(grads, model_variables), learning_rate)
+    # inside strategy.run(step_fn):
+    optimizer.apply_gradients(aggregator.aggregate(zip(grads, variables)), learning_rate)
+
+Variables are plain or mirrored ones, or the pieces of a partitioned variable (each
+piece is a variable with its own slots).
 """
 import dataclasses
 
@@ -48,7 +53,7 @@ def _constant(value, dtype):
 
 
 class Optimizer(tf.Module):
-    """Base class: slot bookkeeping and the cross-replica gradient sum.
+    """Base class: slot bookkeeping and the per-variable update.
 
     Subclasses list their slots in SLOTS as (TF1 slot key, TF1 name suffix) in TF1's
     creation order, and implement _apply_dense with a TF1 training kernel.
@@ -81,10 +86,12 @@ class Optimizer(tf.Module):
                 continue
             self._slot_owners[key] = var.ref()
             slots = {}
-            for slot_key, suffix in self.SLOTS:
-                initial_value = self._slot_initial_value(slot_key, var)
-                slots[slot_key] = tf.Variable(
-                    initial_value, name=f'{key}/{suffix}', trainable=False, dtype=var.dtype)
+            # Slots live beside their variable (on its parameter server, if any).
+            with tf.distribute.get_strategy().extended.colocate_vars_with(var):
+                for slot_key, suffix in self.SLOTS:
+                    slots[slot_key] = tf.Variable(
+                        self._slot_initial_value(slot_key, var), name=f'{key}/{suffix}',
+                        trainable=False, dtype=var.dtype)
             self._slots[key] = slots
         if variables:
             self._build_non_slot_variables(variables)
@@ -100,12 +107,13 @@ class Optimizer(tf.Module):
         return [slot_key for slot_key, _ in self.SLOTS]
 
     def apply_gradients(self, grads_and_vars, learning_rate):
-        """Sums the gradients over replicas and applies one update per variable.
+        """Applies aggregated gradients, one TF1 kernel per variable, where it runs.
 
-        Call it in replica context (inside strategy.run) or under the default strategy.
-        Each replica's gradients should already be scaled by 1/num_replicas.
-        Gradients that are None are skipped; IndexedSlices are made dense (TF1's sparse
-        updates, which touch only the gathered rows, are not reproduced).
+        In replica context each replica updates its own copy of a mirrored variable
+        (`var.handle` is the local copy) with the same aggregated gradient, so the copies
+        stay equal, as TF's own MirroredStrategy updates do; on a parameter-server
+        worker the variables are the servers'. Gradients that are None are skipped;
+        IndexedSlices are made dense (TF1's sparse row updates are not reproduced).
         """
         pairs = [(tf.convert_to_tensor(grad), var)
                  for grad, var in grads_and_vars if grad is not None]
@@ -117,26 +125,10 @@ class Optimizer(tf.Module):
             raise ValueError(
                 f'Optimizer.build() was not called for {missing}; call it inside '
                 'strategy.scope() before apply_gradients().')
-        replica_context = tf.distribute.get_replica_context()
-        if replica_context is None:
-            self._distributed_apply(tf.distribute.get_strategy(), pairs, learning_rate)
-        else:
-            replica_context.merge_call(self._distributed_apply, args=(pairs, learning_rate))
-
-    def _distributed_apply(self, strategy, pairs, learning_rate):
-        """Cross-replica part: SUM-reduce the gradients onto each variable, then update."""
-        reduced = strategy.extended.batch_reduce_to(tf.distribute.ReduceOp.SUM, pairs)
-        for grad, (_, var) in zip(reduced, pairs):
+        for grad, var in pairs:
             slots = [self._slots[slim_name(var)][slot_key] for slot_key, _ in self.SLOTS]
-            strategy.extended.update(
-                var, self._update_one, args=(grad, learning_rate, *slots), group=True)
-        self._finish(strategy)
-
-    def _update_one(self, var, grad, learning_rate, *slots):
-        # Runs once per device; var is that device's component, and .handle of a
-        # mirrored slot resolves to the same device's component.
-        lr = tf.cast(learning_rate, var.dtype)
-        return self._apply_dense(var, grad, lr, *slots)
+            self._apply_dense(var, grad, tf.cast(learning_rate, var.dtype), *slots)
+        self._finish()
 
     def _slot_initial_value(self, slot_key, var):
         """Initial value of a slot; zeros unless the subclass overrides it."""
@@ -149,8 +141,9 @@ class Optimizer(tf.Module):
     def _apply_dense(self, var, grad, lr, *slots):
         raise NotImplementedError
 
-    def _finish(self, strategy):
+    def _finish(self):
         """Runs once per apply_gradients after all variable updates (Adam's beta powers)."""
+        return None
 
 
 class GradientDescentOptimizer(Optimizer):
@@ -244,11 +237,12 @@ class AdamOptimizer(Optimizer):
             lr=lr, beta1=_constant(self.beta1, dtype), beta2=_constant(self.beta2, dtype),
             epsilon=_constant(self.epsilon, dtype), grad=grad, use_nesterov=False)
 
-    def _finish(self, strategy):
-        # Once per step, after every variable's update has read the old powers.
+    def _finish(self):
+        # Once per step, after every variable's update has read the old powers (automatic
+        # control dependencies keep that order). The raw op updates this replica's copy.
         for power, beta in ((self.beta1_power, self.beta1), (self.beta2_power, self.beta2)):
-            strategy.extended.update(
-                power, lambda p, b=beta: p.assign(p * tf.cast(b, p.dtype)), group=True)
+            tf.raw_ops.AssignVariableOp(
+                resource=power.handle, value=power * tf.cast(beta, power.dtype))
 
 
 class AdagradOptimizer(Optimizer):

@@ -1,5 +1,12 @@
-"""One training loop for every strategy: an inner `tf.function` running N steps under
-`strategy.run`, and an outer Python loop for logging, summaries and checkpoints."""
+"""One training loop for every strategy: an inner `tf.function` running steps under
+`strategy.run`, and an outer Python loop for logging, summaries and checkpoints.
+
+A step is split in three: compute gradients (here) -> aggregate them
+(deployment.aggregation: all-reduce, or nothing for async parameter servers) -> apply
+(training.optimizers, no cross-replica communication). Where the step runs is the
+runner's business (deployment.runners: in this process, or scheduled on
+parameter-server workers); the loop only calls `runner.run` and `runner.fetch`.
+"""
 import dataclasses
 import math
 import signal
@@ -10,10 +17,9 @@ from typing import Callable, Dict, Optional, Sequence
 import tensorflow as tf
 from absl import logging
 
-from training import checkpoints, moving_averages
-from core.errors import UsageError
-
-AUX_LOSS_WEIGHT = 0.4  # slim's weight for Inception's auxiliary head
+from core.errors import TrainingDiverged, UsageError
+from deployment import aggregation, runners
+from training import checkpoints, losses, moving_averages
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,28 +50,6 @@ class TrainConfig:
             raise UsageError('--label_smoothing must be in [0, 1).')
         if self.moving_average_decay is not None and not 0 < self.moving_average_decay < 1:
             raise UsageError('--moving_average_decay must be in (0, 1), e.g. 0.9999.')
-
-
-def softmax_cross_entropy(logits, labels, label_smoothing: float):
-    """Mean softmax cross-entropy against one-hot labels smoothed as slim smooths them."""
-    num_classes = tf.shape(logits)[-1]
-    targets = tf.one_hot(labels, num_classes, dtype=logits.dtype)
-    if label_smoothing:
-        targets = targets * (1.0 - label_smoothing) + label_smoothing / tf.cast(
-            num_classes, logits.dtype)
-    return tf.reduce_mean(
-        tf.nn.softmax_cross_entropy_with_logits(labels=targets, logits=logits))
-
-
-def compute_losses(logits, end_points, labels, network, label_smoothing) -> Dict:
-    losses = {'cross_entropy': softmax_cross_entropy(logits, labels, label_smoothing)}
-    if 'AuxLogits' in end_points:
-        losses['aux_cross_entropy'] = AUX_LOSS_WEIGHT * softmax_cross_entropy(
-            end_points['AuxLogits'], labels, label_smoothing)
-    regularization = network.regularization_losses()
-    if regularization:
-        losses['regularization'] = tf.add_n(regularization)
-    return losses
 
 
 def select_trainable(variables, trainable_scopes: Sequence[str]):
@@ -103,6 +87,11 @@ class _StopRequest:
             signal.signal(sig, handler)
 
 
+def _pieces(variable):
+    """The variables an optimizer updates: a partitioned variable's pieces, or itself."""
+    return [variable] if isinstance(variable, tf.Variable) else list(variable.variables)
+
+
 def _display_images(images):
     """Rescales preprocessed images to [0, 1] for TensorBoard, each on its own range."""
     low = tf.reduce_min(images, axis=[1, 2, 3], keepdims=True)
@@ -119,7 +108,8 @@ class Trainer:
 
     def __init__(self, *, strategy: tf.distribute.Strategy, network, optimizer,
                  learning_rate_fn: Callable, input_fn: Callable, image_shape,
-                 config: TrainConfig, is_chief: bool = True):
+                 config: TrainConfig, is_chief: bool = True,
+                 sync_replicas: bool = False):
         self.strategy = strategy
         self.network = network
         self.optimizer = optimizer
@@ -129,8 +119,10 @@ class Trainer:
         self.is_chief = is_chief
         with strategy.scope():
             network.build(image_shape)
-            self.train_variables = select_trainable(network.trainable_variables,
-                                                    config.trainable_scopes)
+            self.train_variables = [
+                piece for variable in select_trainable(network.trainable_variables,
+                                                       config.trainable_scopes)
+                for piece in _pieces(variable)]
             optimizer.build(self.train_variables)
             self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                            name='global_step')
@@ -148,26 +140,27 @@ class Trainer:
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, config.train_dir, max_to_keep=config.max_checkpoints_to_keep,
             checkpoint_name='model.ckpt', step_counter=self.global_step)
+        self.aggregator = aggregation.for_strategy(strategy, sync_replicas)
         self._train_steps = tf.function(self._train_steps_fn)
         # Kept for the Trainer's life: a later train() continues the same stream, and
         # destroying a distributed iterator can stall (see cli.guard.exit_now).
-        self._iterator = None
+        self.runner = None
 
     # --- The inner loop. ---
 
     def _replica_step(self, images, labels):
-        num_replicas = self.strategy.num_replicas_in_sync
         learning_rate = self.learning_rate_fn(self.global_step)
         with tf.GradientTape() as tape:
             logits, end_points = self.network(images, training=True)
-            losses = compute_losses(logits, end_points, labels, self.network,
-                                    self.config.label_smoothing)
-            total_loss = tf.add_n(list(losses.values()))
-            # Gradients are summed over replicas; scaling gives their mean.
-            scaled_loss = total_loss / num_replicas
+            loss_terms = losses.compute_losses(logits, end_points, labels, self.network,
+                                               self.config.label_smoothing)
+            total_loss = tf.add_n(list(loss_terms.values()))
+            # The aggregator sums over replicas in sync; scaling makes that the mean.
+            scaled_loss = total_loss / self.strategy.num_replicas_in_sync
         gradients = tape.gradient(scaled_loss, self.train_variables)
-        self.optimizer.apply_gradients(zip(gradients, self.train_variables), learning_rate)
-        metrics = {'total_loss': total_loss, 'learning_rate': learning_rate, **losses}
+        self.optimizer.apply_gradients(
+            self.aggregator.aggregate(zip(gradients, self.train_variables)), learning_rate)
+        metrics = {'total_loss': total_loss, 'learning_rate': learning_rate, **loss_terms}
         return metrics, images[:self.config.num_image_summaries]
 
     def _step(self, iterator):
@@ -228,9 +221,8 @@ class Trainer:
                          'to train.', step, max_steps)
             return {}
         examples_per_step = config.batch_size * self.strategy.num_replicas_in_sync
-        if self._iterator is None:
-            self._iterator = iter(
-                self.strategy.distribute_datasets_from_function(self.input_fn))
+        if self.runner is None:
+            self.runner = runners.create_runner(self.strategy, self.input_fn)
         writer = (tf.summary.create_file_writer(config.train_dir)
                   if self.is_chief else None)
         last_save = last_summary = time.time()
@@ -241,14 +233,13 @@ class Trainer:
                 if max_steps is not None:
                     num_steps = min(num_steps, max_steps - step)
                 started = time.time()
-                metrics, images = self._train_steps(self._iterator, tf.constant(num_steps))
+                metrics, images = self.runner.fetch(
+                    self.runner.run(self._train_steps, num_steps))
                 metrics = {k: float(v) for k, v in metrics.items()}
                 elapsed = time.time() - started
                 step = int(self.global_step.numpy())
                 if not math.isfinite(metrics['total_loss']):
-                    raise FloatingPointError(
-                        f'Loss became {metrics["total_loss"]} at step {step}; lower '
-                        f'--learning_rate or check the input data.')
+                    self._diverged(step, metrics['total_loss'])
                 sec_per_step = elapsed / num_steps
                 self._log(step, max_steps, metrics, sec_per_step, examples_per_step,
                           includes_tracing=not traced)
@@ -268,6 +259,15 @@ class Trainer:
             writer.close()
         self._save(step)
         return metrics
+
+    def _diverged(self, step, loss):
+        """Stops without saving the diverged weights, naming the checkpoint to go back to."""
+        last_good = self.manager.latest_checkpoint
+        restart = (f'the last good checkpoint is {last_good}' if last_good else
+                   'no checkpoint was saved before it')
+        raise TrainingDiverged(
+            f'Loss became {loss} by step {step}; {restart}; lower --learning_rate (or '
+            f'check the input data) and train again.')
 
     def _log(self, step, max_steps, metrics, sec_per_step, examples_per_step,
              includes_tracing):

@@ -32,7 +32,9 @@ def test_gpu_clones_without_gpus_name_the_fix():
         model_deploy.create_strategy(model_deploy.DeploymentConfig(num_clones=2))
 
 
-@pytest.mark.parametrize('config', [dict(num_ps_tasks=1), dict(num_replicas=2)])
+@pytest.mark.parametrize('config', [dict(num_ps_tasks=1), dict(num_replicas=2),
+                                    dict(sync_replicas=True),
+                                    dict(replicas_to_aggregate=2)])
 def test_cluster_modes_say_they_are_not_implemented(config):
     with pytest.raises(NotImplementedError, match='not implemented yet'):
         model_deploy.create_strategy(model_deploy.DeploymentConfig(**config))
@@ -40,7 +42,7 @@ def test_cluster_modes_say_they_are_not_implemented(config):
 
 @pytest.mark.parametrize('config', [dict(num_clones=0), dict(num_replicas=0),
                                     dict(replica_id=2, num_replicas=2),
-                                    dict(num_ps_tasks=-1)])
+                                    dict(num_ps_tasks=-1), dict(replicas_to_aggregate=0)])
 def test_invalid_values_are_usage_errors(config):
     with pytest.raises(UsageError):
         model_deploy.DeploymentConfig(**config)

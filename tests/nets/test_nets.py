@@ -6,8 +6,24 @@ import tensorflow as tf
 
 from core.errors import UsageError
 from nets import layers, nets_factory
+from preprocessing import preprocessing_factory
 
 IMPLEMENTED = nets_factory.network_names()
+# TF-Slim's preprocessing_factory: model name -> preprocessing family.
+SLIM_PREPROCESSING = {
+    'cifarnet': 'cifarnet', 'lenet': 'lenet',
+    **{name: 'inception' for name in [
+        'inception_v1', 'inception_v2', 'inception_v3', 'inception_v4',
+        'inception_resnet_v2', 'mobilenet_v1', 'mobilenet_v2', 'mobilenet_v2_035',
+        'mobilenet_v2_140', 'mobilenet_v3_small', 'mobilenet_v3_large',
+        'mobilenet_v3_small_minimalistic', 'mobilenet_v3_large_minimalistic',
+        'mobilenet_edgetpu', 'mobilenet_edgetpu_075', 'nasnet_mobile', 'nasnet_large',
+        'pnasnet_mobile', 'pnasnet_large']},
+    **{name: 'vgg' for name in [
+        'resnet_v1_50', 'resnet_v1_101', 'resnet_v1_152', 'resnet_v1_200',
+        'resnet_v2_50', 'resnet_v2_101', 'resnet_v2_152', 'resnet_v2_200',
+        'vgg_a', 'vgg_16', 'vgg_19']},
+}
 GOLDEN_DIR = testing_utils.TEST_DATA / 'slim_reference' / 'golden'
 
 
@@ -30,6 +46,13 @@ def test_variables_and_end_points_match_slim(name, mode, slim_nets):
         reference[mode]['end_points']
     assert logits.shape.as_list() == reference[mode]['logits_shape']
     assert net.default_image_size == reference['default_image_size']
+
+
+@pytest.mark.parametrize('name', IMPLEMENTED)
+def test_spec_names_slims_preprocessing_family(name):
+    spec = nets_factory.get_spec(name)
+    assert spec.preprocessing_name == SLIM_PREPROCESSING[name]
+    assert preprocessing_factory.is_available(spec.preprocessing_name)
 
 
 @pytest.mark.parametrize('name', [n for n in IMPLEMENTED

@@ -23,7 +23,6 @@ def test_defaults_match_slim():
     assert config.learning_rate_decay_factor == 0.94
     assert config.num_epochs_per_decay == 2.0
     assert config.warmup_epochs == 0.0
-    assert not config.sync_replicas and config.replicas_to_aggregate == 1
 
 
 def test_fixed():
@@ -89,24 +88,17 @@ def test_warmup_length_is_not_rounded_to_whole_steps():
 
 
 def test_sync_replicas_divides_steps_per_epoch():
-    config = LearningRateConfig(learning_rate=0.1, learning_rate_decay_factor=0.5,
-                                sync_replicas=True, replicas_to_aggregate=4)
-    fn = create_learning_rate_fn(config, SAMPLES, BATCH)
+    config = LearningRateConfig(learning_rate=0.1, learning_rate_decay_factor=0.5)
+    fn = create_learning_rate_fn(config, SAMPLES, BATCH, replicas_to_aggregate=4)
     assert fn.decay_steps == 50  # 200 / 4
     np.testing.assert_allclose(rates_at(fn, [49, 50, 100]), [0.1, 0.05, 0.025], rtol=1e-6)
-
-
-def test_replicas_to_aggregate_ignored_without_sync_replicas():
-    fn = create_learning_rate_fn(
-        LearningRateConfig(replicas_to_aggregate=4), SAMPLES, BATCH)
-    assert fn.decay_steps == 200
 
 
 def test_sync_replicas_rounds_after_dividing():
     # int(1000 / 10 / 3 * 2) = int(66.67) = 66, as in the slim version with warmup.
     fn = create_learning_rate_fn(
-        LearningRateConfig(learning_rate=0.1, learning_rate_decay_factor=0.5,
-                           sync_replicas=True, replicas_to_aggregate=3), SAMPLES, BATCH)
+        LearningRateConfig(learning_rate=0.1, learning_rate_decay_factor=0.5), SAMPLES,
+        BATCH, replicas_to_aggregate=3)
     assert fn.decay_steps == 66
     np.testing.assert_allclose(rates_at(fn, [65, 66]), [0.1, 0.05], rtol=1e-6)
 
@@ -114,8 +106,7 @@ def test_sync_replicas_rounds_after_dividing():
 def test_sync_replicas_shortens_warmup():
     fn = create_learning_rate_fn(
         LearningRateConfig(learning_rate_decay_type='fixed', learning_rate=0.1,
-                           warmup_epochs=1.0, sync_replicas=True, replicas_to_aggregate=4),
-        SAMPLES, BATCH)
+                           warmup_epochs=1.0), SAMPLES, BATCH, replicas_to_aggregate=4)
     # 100 / 4 = 25 steps per epoch.
     np.testing.assert_allclose(rates_at(fn, [5, 25]), [0.02, 0.1], rtol=1e-6)
 
@@ -158,13 +149,12 @@ def test_fixed_rate_needs_no_decay_steps():
     np.testing.assert_allclose(rates_at(fn, [0, 5]), [0.01, 0.01], rtol=1e-6)
 
 
-@pytest.mark.parametrize('config, samples, batch, flag', [
-    (LearningRateConfig(), SAMPLES, 0, '--batch_size'),
-    (LearningRateConfig(), 0, BATCH, 'samples'),
-    (LearningRateConfig(sync_replicas=True, replicas_to_aggregate=0), SAMPLES, BATCH,
-     '--replicas_to_aggregate'),
-    (LearningRateConfig(warmup_epochs=-1.0), SAMPLES, BATCH, '--warmup_epochs'),
+@pytest.mark.parametrize('config, samples, batch, replicas, flag', [
+    (LearningRateConfig(), SAMPLES, 0, 1, '--batch_size'),
+    (LearningRateConfig(), 0, BATCH, 1, 'samples'),
+    (LearningRateConfig(), SAMPLES, BATCH, 0, '--replicas_to_aggregate'),
+    (LearningRateConfig(warmup_epochs=-1.0), SAMPLES, BATCH, 1, '--warmup_epochs'),
 ])
-def test_invalid_inputs(config, samples, batch, flag):
+def test_invalid_inputs(config, samples, batch, replicas, flag):
     with pytest.raises(UsageError, match=flag):
-        create_learning_rate_fn(config, samples, batch)
+        create_learning_rate_fn(config, samples, batch, replicas_to_aggregate=replicas)

@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from core.errors import UsageError
+from deployment import aggregation
 from training.optimizers import (
     OPTIMIZER_NAMES, OptimizerConfig, create_optimizer)
 
@@ -279,7 +280,7 @@ def test_optimizer_names():
 # MirroredStrategy over the two logical CPUs made by tests/conftest.py.
 
 @pytest.mark.parametrize('name', ['adam', 'rmsprop'])
-def test_mirrored_sums_replica_gradients_and_keeps_copies_identical(name):
+def test_mirrored_all_reduce_then_apply_keeps_copies_identical(name):
     strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
     assert strategy.num_replicas_in_sync == 2
     config = OptimizerConfig(optimizer=name)
@@ -299,7 +300,8 @@ def test_mirrored_sums_replica_gradients_and_keeps_copies_identical(name):
                 per_replica_parts[ctx.replica_id_in_sync_group], tf.float32)[step])
 
         def replica_fn(grad):
-            optimizer.apply_gradients([(grad, var)], lr)
+            # The step split: aggregate (all-reduce SUM), then apply on each replica.
+            optimizer.apply_gradients(aggregation.AllReduce().aggregate([(grad, var)]), lr)
         strategy.run(replica_fn, args=(grads,))
 
     step_rule, state = NUMPY_RULES[name](config)

@@ -1,0 +1,50 @@
+"""Parsed flags -> the frozen config objects the library takes (it never reads FLAGS)."""
+import dataclasses
+from typing import Optional
+
+from absl import flags
+
+from cli import jobs
+from deployment import model_deploy
+from training import learning_rate, optimizers
+
+FLAGS = flags.FLAGS
+
+
+def _from_dataclass(config_class):
+    return config_class(**{f.name: FLAGS[f.name].value
+                           for f in dataclasses.fields(config_class)})
+
+
+def split_scopes(value):
+    """slim's comma-separated scope lists, e.g. 'InceptionV3/Logits,InceptionV3/AuxLogits'."""
+    return tuple(s.strip() for s in (value or '').split(',') if s.strip())
+
+
+def data_config_from_flags(*, default_batch_size: int, image_size: Optional[int],
+                           seed: Optional[int] = None) -> jobs.DataConfig:
+    """The data flags shared by training and evaluation, as a DataConfig."""
+    return jobs.DataConfig(
+        dataset_name=FLAGS.dataset_name, dataset_split_name=FLAGS.dataset_split_name,
+        dataset_dir=FLAGS.dataset_dir, file_pattern=FLAGS.file_pattern,
+        model_name=FLAGS.model_name, preprocessing_name=FLAGS.preprocessing_name,
+        batch_size=FLAGS.batch_size or default_batch_size, image_size=image_size,
+        labels_offset=FLAGS.labels_offset, use_grayscale=FLAGS.use_grayscale,
+        num_readers=FLAGS.num_readers,
+        num_preprocessing_threads=FLAGS.num_preprocessing_threads, seed=seed)
+
+
+def deployment_config_from_flags() -> model_deploy.DeploymentConfig:
+    return model_deploy.DeploymentConfig(
+        num_clones=FLAGS.num_clones, clone_on_cpu=FLAGS.clone_on_cpu,
+        replica_id=FLAGS.task, num_replicas=FLAGS.worker_replicas,
+        num_ps_tasks=FLAGS.num_ps_tasks, sync_replicas=FLAGS.sync_replicas,
+        replicas_to_aggregate=FLAGS.replicas_to_aggregate)
+
+
+def optimizer_config_from_flags() -> optimizers.OptimizerConfig:
+    return _from_dataclass(optimizers.OptimizerConfig)
+
+
+def learning_rate_config_from_flags() -> learning_rate.LearningRateConfig:
+    return _from_dataclass(learning_rate.LearningRateConfig)
