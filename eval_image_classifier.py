@@ -1,4 +1,4 @@
-"""Evaluates a trained classifier once over a split: prints eval/Accuracy, eval/Recall_5.
+r"""Evaluates a trained classifier once over a split: prints eval/Accuracy, eval/Recall_5.
 
   python eval_image_classifier.py --dataset_name=shapes --dataset_dir=/tmp/shapes \
       --dataset_split_name=validation --model_name=cifarnet \

@@ -1,4 +1,4 @@
-"""Exports a classifier for inference: a SavedModel and/or slim's frozen GraphDef.
+r"""Exports a classifier for inference: a SavedModel and/or slim's frozen GraphDef.
 
   python export_inference_graph.py --model_name=cifarnet --dataset_name=shapes \
       --checkpoint_path=/tmp/train --saved_model_dir=/tmp/export \

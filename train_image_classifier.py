@@ -1,4 +1,4 @@
-"""Trains an image classifier: flags -> configs -> cli.jobs.train.
+r"""Trains an image classifier: flags -> configs -> cli.jobs.train.
 
   python train_image_classifier.py --dataset_name=shapes --dataset_dir=/tmp/shapes \
       --model_name=cifarnet --train_dir=/tmp/train --max_number_of_steps=1000

@@ -1,4 +1,4 @@
-"""Loads an exported SavedModel and prints its predictions for a few dataset examples.
+r"""Loads an exported SavedModel and prints its predictions for a few dataset examples.
 
   python scripts/predict_saved_model.py --saved_model_dir=/tmp/export \
       --dataset_name=shapes --dataset_dir=/tmp/shapes --dataset_split_name=validation \
