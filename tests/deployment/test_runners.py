@@ -1,0 +1,42 @@
+"""The runner seam: the same Trainer step, run locally or scheduled by a coordinator."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import tensorflow as tf
+
+import testing_utils
+from deployment import aggregation, runners
+
+ROOT = testing_utils.TEST_DATA.parent.parent
+
+
+def _batches(context=None):
+    del context
+    return tf.data.Dataset.range(100).batch(4)
+
+
+def test_local_strategies_run_in_this_process():
+    for strategy in (tf.distribute.get_strategy(),
+                     tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])):
+        runner = runners.create_runner(strategy, _batches)
+        assert isinstance(runner, runners.LocalRunner)
+        assert isinstance(aggregation.for_strategy(strategy), aggregation.AllReduce)
+
+
+def test_trainer_runs_through_the_coordinator_on_a_parameter_server_cluster(tmp_path):
+    # 1 ps + 1 worker in a child process (it joins a cluster), bounded by the timeout.
+    result = subprocess.run(
+        [sys.executable, str(ROOT / 'tests' / 'deployment' /
+                             'run_parameter_server_training.py'), str(tmp_path / 'train')],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+        text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary['runner'] == 'CoordinatorRunner'
+    assert summary['global_step'] == 6
+    assert summary['variable_devices'] == ['/job:ps/replica:0/task:0/device:CPU:0']
+    assert summary['changed'] and math.isfinite(summary['loss'])
+    assert summary['checkpoint'].endswith('model.ckpt-6')
