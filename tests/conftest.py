@@ -45,3 +45,12 @@ def slim_nets():
 def seeded():
     """Every test starts from the same seeds (Python, numpy, TensorFlow)."""
     seeding.seed_everything(0)
+
+
+@pytest.fixture(scope='session')
+def shapes_dir(tmp_path_factory):
+    """The full shapes dataset (5,000 + 1,000 images), generated once per test run."""
+    from datasets import shapes
+    directory = tmp_path_factory.mktemp('shapes_full')
+    shapes.download_and_convert(str(directory))
+    return directory
