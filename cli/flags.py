@@ -29,7 +29,7 @@ def _define_from_dataclass(config_class, helps):
 def define_tf_log_level_flag():
     """Read before TensorFlow loads (cli.startup); defined here for --help and parsing."""
     flags.DEFINE_enum('tf_log_level', startup.DEFAULT_TF_LOG_LEVEL, startup.TF_LOG_LEVELS,
-                      'TensorFlow\'s own log output: all, info, warning, error or none '
+                      'TensorFlow\'s own log output: info, warning, error or none '
                       '(default: errors only).')
 
 
