@@ -22,7 +22,7 @@ PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
 TEST_DATA = PROJECT_ROOT / "tests" / "data"
 
 
-@pytest.fixture
+@pytest.fixture(scope='session')
 def project_root():
     return PROJECT_ROOT
 

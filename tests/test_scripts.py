@@ -1,4 +1,9 @@
-"""The scripts as users run them: bad input ends in one clear line, no traceback."""
+"""The scripts as users run them: bad input ends in one clear line, no traceback.
+
+Every run here is a separate process that imports TensorFlow (~4 s), so the module's
+runs are started together, a few at a time, once; each test checks its own result.
+"""
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -7,6 +12,9 @@ import pytest
 import testing_utils
 
 ROOT = testing_utils.TEST_DATA.parent.parent
+TRAIN = 'train_image_classifier.py'
+EVAL = 'eval_image_classifier.py'
+EXPORT = 'export_inference_graph.py'
 
 
 def run_script(script, *args, timeout=300):
@@ -17,11 +25,59 @@ def run_script(script, *args, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
+SHAPES = ['--dataset_name=shapes', '--dataset_dir={shapes}', '--model_name=cifarnet']
+BAD_TRAINING = {
+    'no_dataset_dir': (['--dataset_name=shapes', '--model_name=cifarnet'],
+                       ['--dataset_dir']),
+    'unknown_dataset': (['--dataset_name=imagenet2', '--dataset_dir=/tmp',
+                         '--model_name=cifarnet'], ['imagenet2', 'cifar10, mnist, shapes']),
+    'unknown_model': (['--dataset_name=shapes', '--dataset_dir={shapes}',
+                       '--model_name=resnet_v9'], ['resnet_v9', 'cifarnet', 'lenet']),
+    'unknown_optimizer': (SHAPES + ['--optimizer=adamw2'], ['adamw2', 'rmsprop', 'sgd']),
+    'unknown_preprocessing': (SHAPES + ['--preprocessing_name=fancy'],
+                              ['fancy', 'cifarnet']),
+    'no_files': (['--dataset_name=shapes', '--dataset_dir={empty}',
+                  '--model_name=cifarnet'], ['No files match', 'download_and_convert_data.py']),
+    'parameter_servers': (SHAPES + ['--num_ps_tasks=1'], ['not implemented yet']),
+    'sync_replicas': (SHAPES + ['--sync_replicas'], ['--sync_replicas', 'not implemented yet']),
+    'replicas_to_aggregate': (SHAPES + ['--replicas_to_aggregate=2'],
+                              ['--replicas_to_aggregate', 'not implemented yet']),
+}
+HELP_FLAGS = {
+    TRAIN: ['--model_name', '--dataset_dir', '--train_dir', '--optimizer', '--learning_rate',
+            '--num_clones', '--moving_average_decay', '--seed', '--tf_log_level'],
+    EVAL: ['--checkpoint_path', '--eval_dir', '--dataset_dir', '--model_name', '--batch_size'],
+    EXPORT: ['--model_name', '--saved_model_dir', '--output_file'],
+}
+
+
 @pytest.fixture(scope='module')
-def small_shapes_dir(tmp_path_factory):
-    directory = tmp_path_factory.mktemp('shapes')
-    testing_utils.write_small_shapes(str(directory), num_train=8, num_validation=4)
-    return str(directory)
+def results(tmp_path_factory):
+    """name -> CompletedProcess of every run this module checks, run concurrently."""
+    shapes = tmp_path_factory.mktemp('shapes')
+    testing_utils.write_small_shapes(str(shapes), num_train=8, num_validation=4)
+    work = tmp_path_factory.mktemp('runs')
+    runs = {f'train/{name}': (TRAIN, [a.format(shapes=shapes, empty=work) for a in args]
+                              + [f'--train_dir={work / name}'])
+            for name, (args, _) in BAD_TRAINING.items()}
+    runs['eval/no_checkpoint'] = (EVAL, ['--dataset_name=shapes', f'--dataset_dir={shapes}',
+                                         '--model_name=cifarnet',
+                                         '--dataset_split_name=validation',
+                                         f'--checkpoint_path={work}'])
+    runs['export/unknown_model'] = (EXPORT, ['--model_name=nope', '--dataset_name=shapes',
+                                             f'--saved_model_dir={work}/x'])
+    # lenet with plain SGD at lr 1e6 overflows to NaN within the first ten steps.
+    runs['train/diverging'] = (TRAIN, ['--dataset_name=shapes', f'--dataset_dir={shapes}',
+                                       '--model_name=lenet', f'--train_dir={work}/nan',
+                                       '--batch_size=4', '--optimizer=sgd',
+                                       '--learning_rate=1e6', '--max_number_of_steps=50',
+                                       '--seed=3'])
+    for script in HELP_FLAGS:
+        runs[f'help/{script}'] = (script, ['--help'])
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        futures = {name: pool.submit(run_script, script, *args)
+                   for name, (script, args) in runs.items()}
+        return {name: future.result() for name, future in futures.items()}
 
 
 def _assert_one_line_error(result, *fragments):
@@ -33,68 +89,29 @@ def _assert_one_line_error(result, *fragments):
         assert fragment in error_lines[0]
 
 
-TRAIN = 'train_image_classifier.py'
+@pytest.mark.parametrize('name', sorted(BAD_TRAINING))
+def test_train_bad_input(name, results):
+    _assert_one_line_error(results[f'train/{name}'], *BAD_TRAINING[name][1])
 
 
-@pytest.mark.parametrize('args, fragments', [
-    (['--dataset_name=shapes', '--model_name=cifarnet'], ['--dataset_dir']),
-    (['--dataset_name=imagenet2', '--dataset_dir=/tmp', '--model_name=cifarnet'],
-     ['imagenet2', 'cifar10, mnist, shapes']),
-    (['--dataset_name=shapes', '--dataset_dir={shapes}', '--model_name=resnet_v9'],
-     ['resnet_v9', 'cifarnet', 'lenet']),
-    (['--dataset_name=shapes', '--dataset_dir={shapes}', '--model_name=cifarnet',
-      '--optimizer=adamw2'], ['adamw2', 'rmsprop', 'sgd']),
-    (['--dataset_name=shapes', '--dataset_dir={shapes}', '--model_name=cifarnet',
-      '--preprocessing_name=fancy'], ['fancy', 'cifarnet']),
-    (['--dataset_name=shapes', '--dataset_dir={empty}', '--model_name=cifarnet'],
-     ['No files match', 'download_and_convert_data.py']),
-    (['--dataset_name=shapes', '--dataset_dir={shapes}', '--model_name=cifarnet',
-      '--num_ps_tasks=1'], ['not implemented yet']),
-    (['--dataset_name=shapes', '--dataset_dir={shapes}', '--model_name=cifarnet',
-      '--sync_replicas'], ['--sync_replicas', 'not implemented yet']),
-    (['--dataset_name=shapes', '--dataset_dir={shapes}', '--model_name=cifarnet',
-      '--replicas_to_aggregate=2'], ['--replicas_to_aggregate', 'not implemented yet']),
-])
-def test_train_bad_input(args, fragments, small_shapes_dir, tmp_path):
-    args = [a.format(shapes=small_shapes_dir, empty=tmp_path) for a in args]
-    result = run_script(TRAIN, *args, f'--train_dir={tmp_path / "train"}')
-    _assert_one_line_error(result, *fragments)
+def test_eval_without_checkpoint_names_the_flag(results):
+    _assert_one_line_error(results['eval/no_checkpoint'], 'No checkpoint found')
 
 
-def test_eval_without_checkpoint_names_the_flag(small_shapes_dir, tmp_path):
-    result = run_script('eval_image_classifier.py', '--dataset_name=shapes',
-                        f'--dataset_dir={small_shapes_dir}', '--model_name=cifarnet',
-                        '--dataset_split_name=validation', f'--checkpoint_path={tmp_path}')
-    _assert_one_line_error(result, 'No checkpoint found')
+def test_export_unknown_model_lists_choices(results):
+    _assert_one_line_error(results['export/unknown_model'], 'nope', 'cifarnet')
 
 
-def test_export_unknown_model_lists_choices(tmp_path):
-    result = run_script('export_inference_graph.py', '--model_name=nope',
-                        '--dataset_name=shapes', f'--saved_model_dir={tmp_path}/x')
-    _assert_one_line_error(result, 'nope', 'cifarnet')
-
-
-def test_a_diverging_run_ends_in_one_line_naming_the_step(small_shapes_dir, tmp_path):
-    # lenet with plain SGD at lr 1e6 overflows to NaN within the first ten steps.
-    result = run_script(TRAIN, '--dataset_name=shapes', f'--dataset_dir={small_shapes_dir}',
-                        '--model_name=lenet', f'--train_dir={tmp_path / "train"}',
-                        '--batch_size=4', '--optimizer=sgd', '--learning_rate=1e6',
-                        '--max_number_of_steps=50', '--seed=3')
+def test_a_diverging_run_ends_in_one_line_naming_the_step(results):
+    result = results['train/diverging']
     _assert_one_line_error(result, 'Loss became', 'by step', '--learning_rate')
     assert result.stderr.rstrip().splitlines()[-1].startswith('ERROR: ')
 
 
-@pytest.mark.parametrize('script, flags', [
-    (TRAIN, ['--model_name', '--dataset_dir', '--train_dir', '--optimizer',
-             '--learning_rate', '--num_clones', '--moving_average_decay', '--seed',
-             '--tf_log_level']),
-    ('eval_image_classifier.py', ['--checkpoint_path', '--eval_dir', '--dataset_dir',
-                                  '--model_name', '--batch_size']),
-    ('export_inference_graph.py', ['--model_name', '--saved_model_dir', '--output_file']),
-])
-def test_help_lists_the_scripts_own_and_shared_flags(script, flags):
-    result = run_script(script, '--help')  # absl exits 1 after printing the help
+@pytest.mark.parametrize('script', sorted(HELP_FLAGS))
+def test_help_lists_the_scripts_own_and_shared_flags(script, results):
+    result = results[f'help/{script}']  # absl exits 1 after printing the help
     assert 'Traceback' not in result.stderr, result.stderr[-2000:]
     listed = {line.split(':')[0].strip().replace('--[no]', '--')
               for line in result.stdout.splitlines() if line.startswith('  --')}
-    assert set(flags) <= listed, sorted(listed)
+    assert set(HELP_FLAGS[script]) <= listed, sorted(listed)

@@ -1,4 +1,5 @@
 """The script, run as a user would: bad input gives one ERROR line and a non-zero exit."""
+import concurrent.futures
 import subprocess
 import sys
 
@@ -13,16 +14,31 @@ def _run(project_root, *args):
                           cwd=project_root, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("args, expected", [
-    ([], "--dataset_name with one of: cifar10, mnist, shapes"),
-    (["--dataset_name=imagenet", "--dataset_dir=/tmp/x"],
-     "Unknown dataset name 'imagenet'; use --dataset_name with one of: cifar10, mnist, shapes"),
-    (["--dataset_name=mnist"], "pass --dataset_dir=DIR"),
-    (["--dataset_name=mnist", "--dataset_dir="], "pass --dataset_dir=DIR"),
-    (["--dataset_name=mnist", "--dataset_dir=/tmp/x", "stray"], "Unexpected arguments stray"),
-], ids=["no_flags", "unknown_name", "no_dir", "empty_dir", "stray_argument"])
-def test_bad_input_exits_with_one_line(project_root, args, expected):
-    result = _run(project_root, *args)
+BAD_INPUT = {
+    "no_flags": ([], "--dataset_name with one of: cifar10, mnist, shapes"),
+    "unknown_name": (["--dataset_name=imagenet", "--dataset_dir=/tmp/x"],
+                     "Unknown dataset name 'imagenet'; use --dataset_name with one of: "
+                     "cifar10, mnist, shapes"),
+    "no_dir": (["--dataset_name=mnist"], "pass --dataset_dir=DIR"),
+    "empty_dir": (["--dataset_name=mnist", "--dataset_dir="], "pass --dataset_dir=DIR"),
+    "stray_argument": (["--dataset_name=mnist", "--dataset_dir=/tmp/x", "stray"],
+                       "Unexpected arguments stray"),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_input_results(project_root):
+    """Each case's run, started together (each process spends seconds importing)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        futures = {name: pool.submit(_run, project_root, *args)
+                   for name, (args, _) in BAD_INPUT.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUT))
+def test_bad_input_exits_with_one_line(name, bad_input_results):
+    result = bad_input_results[name]
+    expected = BAD_INPUT[name][1]
 
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
