@@ -360,3 +360,27 @@ def test_checkpoint_round_trip_restores_slots(name, tmp_path):
     train(weights, biases, optimizer, [2])
     train(restored_weights, restored_biases, restored_optimizer, [2])
     np.testing.assert_array_equal(weights.numpy(), restored_weights.numpy())
+
+
+@pytest.mark.parametrize('name', ['adam', 'rmsprop'])
+def test_partitioned_variable_pieces_update_like_the_whole(name):
+    # As ParameterServerStrategy's partitioners make them: the optimizer sees the pieces
+    # (each with its own slots); together they follow the unpartitioned rule.
+    from tensorflow.python.distribute.sharded_variable import ShardedVariable  # pylint: disable=g-direct-tensorflow-import
+    config = OptimizerConfig(optimizer=name)
+    sharded = ShardedVariable([tf.Variable(INITIAL_VALUE[:2], name='w/part_0'),
+                               tf.Variable(INITIAL_VALUE[2:], name='w/part_1')])
+    pieces = list(sharded.variables)
+    optimizer = create_optimizer(config)
+    optimizer.build(pieces)
+    step_rule, state = NUMPY_RULES[name](config)
+    expected = INITIAL_VALUE.copy()
+    for step in range(3):
+        gradient = GRADIENTS[step]
+        optimizer.apply_gradients([(gradient[:2], pieces[0]), (gradient[2:], pieces[1])],
+                                  LEARNING_RATES[step])
+        step_rule(expected, gradient, LEARNING_RATES[step], state)
+    np.testing.assert_allclose(np.concatenate([p.numpy() for p in pieces]), expected,
+                               rtol=2e-5, atol=1e-6)
+    assert optimizer.get_slot(pieces[1], optimizer.slot_keys()[0]).name.startswith(
+        'w/part_1/')
