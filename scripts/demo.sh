@@ -7,7 +7,6 @@ PYTHON=${PYTHON:-.venv/bin/python}
 OUT=${1:-demo_output}
 STEPS=${DEMO_STEPS:-800}
 MIN_ACCURACY=${DEMO_MIN_ACCURACY:-0.9}
-export TF_CPP_MIN_LOG_LEVEL=2
 
 step() { printf '\n=== %s\n' "$*"; }
 

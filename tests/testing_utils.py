@@ -31,6 +31,21 @@ def golden_input(image_size):
         -1, 1, (2, image_size, image_size, 3)).astype(np.float32)
 
 
+def built_cifarnet(num_classes=10):
+    """cifarnet for inference, its variables created (fresh initial values)."""
+    from nets import nets_factory
+    net = nets_factory.get_network_fn('cifarnet', num_classes)
+    net.build((32, 32, 3))
+    return net
+
+
+def cifar_sized_examples(count=23, seed=0):
+    """(float32 [count, 32, 32, 3] images, int64 [count] labels in 0..9), from a seed."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=(count, 32, 32, 3)).astype(np.float32),
+            rng.integers(0, 10, count).astype(np.int64))
+
 
 def write_small_shapes(dataset_dir, num_train=64, num_validation=37, seed=0):
     """A few `shapes` examples in the real file layout, small enough for fast tests.

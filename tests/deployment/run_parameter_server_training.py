@@ -15,7 +15,6 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from core import seeding  # noqa: E402
-from deployment import runners  # noqa: E402
 from nets import nets_factory  # noqa: E402
 from training import learning_rate, optimizers, train_loop  # noqa: E402
 

@@ -1,26 +1,14 @@
 import numpy as np
-import pytest
 import tensorflow as tf
 
+import testing_utils
+
 from export import exporter
-from nets import nets_factory
-
-
-def _network():
-    net = nets_factory.get_network_fn('cifarnet', 10)
-    net.build((32, 32, 3))
-    return net
-
-
-def _examples(count=23, seed=0):
-    rng = np.random.default_rng(seed)
-    return (rng.normal(size=(count, 32, 32, 3)).astype(np.float32),
-            rng.integers(0, 10, count).astype(np.int64))
 
 
 def test_saved_model_serves_the_networks_outputs(tmp_path):
-    net = _network()
-    images, _ = _examples(4)
+    net = testing_utils.built_cifarnet()
+    images, _ = testing_utils.cifar_sized_examples(4)
     expected = net(images, training=False)[0].numpy()
     exporter.export_saved_model(net, str(tmp_path / 'export'), image_size=32,
                                 labels_offset=1)
@@ -35,8 +23,8 @@ def test_saved_model_serves_the_networks_outputs(tmp_path):
 
 
 def test_frozen_graph_has_slim_input_placeholder_and_same_outputs(tmp_path):
-    net = _network()
-    images, _ = _examples(2)
+    net = testing_utils.built_cifarnet()
+    images, _ = testing_utils.cifar_sized_examples(2)
     expected = net(images, training=False)[0].numpy()
     graph_def = exporter.frozen_graph_def(net, image_size=32, batch_size=2)
     path = str(tmp_path / 'graph.pb')

@@ -5,26 +5,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import testing_utils
+
 from training import eval_loop
-from nets import nets_factory
-
-
-def _network():
-    net = nets_factory.get_network_fn('cifarnet', 10)
-    net.build((32, 32, 3))
-    return net
-
-
-def _examples(count=23, seed=0):
-    rng = np.random.default_rng(seed)
-    return (rng.normal(size=(count, 32, 32, 3)).astype(np.float32),
-            rng.integers(0, 10, count).astype(np.int64))
 
 
 @pytest.mark.parametrize('batch_size', [1, 5, 23, 100])
 def test_evaluation_counts_every_example_once_whatever_the_batch(batch_size):
-    net = _network()
-    images, labels = _examples()
+    net = testing_utils.built_cifarnet()
+    images, labels = testing_utils.cifar_sized_examples()
     logits = net(images, training=False)[0].numpy()
     expected_top1 = np.mean(logits.argmax(-1) == labels)
     ranks = (logits > logits[np.arange(len(labels)), labels][:, None]).sum(-1)
@@ -38,9 +27,9 @@ def test_evaluation_counts_every_example_once_whatever_the_batch(batch_size):
 
 
 def test_max_num_batches_limits_the_pass():
-    images, labels = _examples()
+    images, labels = testing_utils.cifar_sized_examples()
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(5)
-    assert eval_loop.evaluate(_network(), dataset, max_num_batches=2)['num_examples'] == 10
+    assert eval_loop.evaluate(testing_utils.built_cifarnet(), dataset, max_num_batches=2)['num_examples'] == 10
 
 
 def test_report_prints_writes_json_and_tensorboard(tmp_path, capsys):
