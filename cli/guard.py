@@ -29,7 +29,7 @@ def guarded(main):
     downloads, unimplemented modes) end in one `ERROR:` line and exit status 1.
 
     Whatever main returns stays alive until the process exits without teardown, so a
-    Trainer's iterator is never destroyed (see _exit_now).
+    Trainer's iterator is never destroyed (see exit_now).
     """
 
     def run(argv):

@@ -1,7 +1,8 @@
-"""The one error type for mistakes a user can fix (bad flag, missing data, unknown name).
+"""Errors a user must see as one line: mistakes they can fix (bad flag, missing data,
+unknown name) and a run that diverged.
 
-Scripts catch it and print its message as a single line, without a traceback, so every
-message must be one sentence that names the fix.
+Scripts catch them and print the message as a single line, without a traceback, so
+every message must be one sentence that names the fix.
 """
 
 
