@@ -42,8 +42,7 @@ def main(argv):
         moving_average_decay=FLAGS.moving_average_decay)
     return jobs.train(data, configs.deployment_config_from_flags(), config,
                       configs.optimizer_config_from_flags(),
-                      configs.learning_rate_config_from_flags(), FLAGS.weight_decay,
-                      seed=FLAGS.seed)
+                      configs.learning_rate_config_from_flags(), FLAGS.weight_decay)
 
 
 if __name__ == '__main__':

@@ -82,8 +82,7 @@ def _assemble_data(data: DataConfig, is_training: bool) -> _Assembly:
 
 def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
           config: train_loop.TrainConfig, optimizer_config: optimizers.OptimizerConfig,
-          learning_rate_config: learning_rate.LearningRateConfig, weight_decay: float,
-          seed: Optional[int] = None):
+          learning_rate_config: learning_rate.LearningRateConfig, weight_decay: float):
     """Trains data.model_name on data; returns the Trainer.
 
     The Trainer holds the input iterator; a script keeps it until it exits (see
@@ -91,8 +90,8 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
     """
     # First: clones on CPU need the device split before TensorFlow starts.
     strategy = model_deploy.create_strategy(deployment)
-    if seed is not None:
-        seeding.seed_everything(seed)
+    if data.seed is not None:  # seeds weights, dropout and augmentation, not only data
+        seeding.seed_everything(data.seed)
     assembly = _assemble_data(data, is_training=True)
     learning_rate_fn = learning_rate.create_learning_rate_fn(
         learning_rate_config, assembly.spec.num_samples, data.batch_size,

@@ -268,13 +268,16 @@ _DEFAULTS = dict(activation=tf.nn.relu, weights_initializer=xavier_initializer()
                  normalizer_name='BatchNorm')
 
 
-def _explicit_padding(kernel_size, rate):
-    """slim's fixed padding: what SAME would pad for the dilated kernel, split begin/end."""
+def _pad(inputs, padding, kernel_size, rate):
+    """(inputs, padding) for the convolution: 'EXPLICIT' becomes slim's fixed padding
+    (what SAME pads for the dilated kernel at stride 1, split begin/end) then 'VALID'."""
+    if padding != 'EXPLICIT':
+        return inputs, padding
     pads = []
     for k, r in zip(kernel_size, rate):
         total = k + (k - 1) * (r - 1) - 1
         pads.append((total // 2, total - total // 2))
-    return pads
+    return tf.pad(inputs, [(0, 0), *pads, (0, 0)]), 'VALID'
 
 
 class ConvND(_WeightedLayer):
@@ -305,11 +308,7 @@ class ConvND(_WeightedLayer):
                 'weights', [*self.kernel_size, inputs.shape[-1], self.num_outputs])
             self._add_biases(self.num_outputs)
             self._built = True
-        padding = self.padding
-        if padding == 'EXPLICIT':
-            pads = _explicit_padding(self.kernel_size, self.rate)
-            inputs = tf.pad(inputs, [(0, 0), *pads, (0, 0)])
-            padding = 'VALID'
+        inputs, padding = _pad(inputs, self.padding, self.kernel_size, self.rate)
         outputs = tf.nn.convolution(inputs, _read(self.weights, inputs.dtype),
                                     strides=self.stride, padding=padding,
                                     dilations=self.rate)
@@ -358,11 +357,7 @@ class SeparableConv2D(_WeightedLayer):
                     [1, 1, in_depth * self.depth_multiplier, self.num_outputs])
             self._add_biases(self.num_outputs or in_depth * self.depth_multiplier)
             self._built = True
-        padding = self.padding
-        if padding == 'EXPLICIT':
-            inputs = tf.pad(inputs, [(0, 0), *_explicit_padding(self.kernel_size, self.rate),
-                                     (0, 0)])
-            padding = 'VALID'
+        inputs, padding = _pad(inputs, self.padding, self.kernel_size, self.rate)
         strides = (1, *self.stride, 1)
         depthwise = _read(self.depthwise_weights, inputs.dtype)
         if self.pointwise_weights is not None:

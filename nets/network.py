@@ -1,4 +1,5 @@
 """The base of every network: slim's calling convention on the layer kit's Module."""
+import contextlib
 from typing import Dict, Tuple
 
 import tensorflow as tf
@@ -22,11 +23,10 @@ class Network(layers.Module):
 
     def __call__(self, images, training=None) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
         training = self.is_training if training is None else training
-        images = tf.convert_to_tensor(images)
-        if not self.relative_name:  # NASNet: no scope of its own
-            return super().__call__(images, training=training)
-        with tf.name_scope(self.relative_name):  # op names as slim's, for exports
-            return super().__call__(images, training=training)
+        # Op names under the net's scope, as slim's, for exports (NASNet has none).
+        with (tf.name_scope(self.relative_name) if self.relative_name
+              else contextlib.nullcontext()):
+            return super().__call__(tf.convert_to_tensor(images), training=training)
 
     def forward(self, images, *, training: bool):
         raise NotImplementedError
