@@ -63,6 +63,27 @@ def xavier_initializer() -> Initializer:
     return initialize
 
 
+def variance_scaling_initializer(factor: float = 2.0, mode: str = 'FAN_IN',
+                                 uniform: bool = False) -> Initializer:
+    """TF1 contrib's variance_scaling_initializer (slim's Inception/ResNet default:
+    factor 2, FAN_IN, a truncated normal of stddev sqrt(1.3 * factor / n))."""
+    if mode not in ('FAN_IN', 'FAN_OUT', 'FAN_AVG'):
+        raise ValueError(f"mode must be 'FAN_IN', 'FAN_OUT' or 'FAN_AVG', got {mode!r}.")
+
+    def initialize(shape, dtype):
+        receptive_field = math.prod(shape[:-2]) if len(shape) > 2 else 1
+        fan_in = (shape[-2] if len(shape) > 1 else shape[-1]) * receptive_field
+        fan_out = shape[-1] * receptive_field
+        n = {'FAN_IN': fan_in, 'FAN_OUT': fan_out, 'FAN_AVG': (fan_in + fan_out) / 2}[mode]
+        if uniform:
+            limit = math.sqrt(3.0 * factor / n)
+            return tf.random.uniform(shape, -limit, limit, dtype=dtype)
+        return tf.random.truncated_normal(shape, stddev=math.sqrt(1.3 * factor / n),
+                                          dtype=dtype)
+
+    return initialize
+
+
 def _tuple(value: IntTuple, rank: int) -> tuple:
     return (value,) * rank if isinstance(value, int) else tuple(value)
 
@@ -172,6 +193,9 @@ class BatchNormParams:
     epsilon: float = 0.001
     center: bool = True
     scale: bool = False
+    # slim's fused=False (the video nets): the moving variance averages the biased batch
+    # variance; the fused kernel's is Bessel-corrected.
+    fused: bool = True
 
 
 class BatchNorm(Module):
@@ -217,6 +241,9 @@ class BatchNorm(Module):
             outputs, batch_mean, batch_variance, _, _, _ = tf.raw_ops.FusedBatchNormV3(
                 x=as_4d, scale=scale, offset=offset, mean=tf.constant([], tf.float32),
                 variance=tf.constant([], tf.float32), epsilon=epsilon, is_training=True)
+            if not self.params.fused:
+                count = tf.cast(tf.size(as_4d) // depth, tf.float32)
+                batch_variance *= (count - 1.0) / tf.maximum(count, 1.0)
             keep = 1.0 - self.params.decay
             self.moving_mean.assign_sub((self.moving_mean - batch_mean) * keep)
             self.moving_variance.assign_sub((self.moving_variance - batch_variance) * keep)
@@ -235,8 +262,9 @@ class _WeightedLayer(Module):
     """Weights, then batch norm or biases, then the activation, as slim's layers."""
 
     def __init__(self, name, *, activation, weights_initializer, biases_initializer,
-                 weight_decay, normalizer, normalizer_name):
+                 weight_decay, normalizer, normalizer_name, biases_weight_decay=0.0):
         super().__init__(name)
+        self.biases_weight_decay = biases_weight_decay
         self.activation = activation
         self.weights_initializer = weights_initializer
         self.biases_initializer = biases_initializer
@@ -253,7 +281,8 @@ class _WeightedLayer(Module):
     def _add_biases(self, depth):
         # As in slim, a normalised layer has no biases (batch norm's beta replaces them).
         if self.batch_norm is None and self.biases_initializer is not None:
-            self.biases = self._add_variable('biases', [depth], self.biases_initializer)
+            self.biases = self._add_variable('biases', [depth], self.biases_initializer,
+                                             weight_decay=self.biases_weight_decay)
 
     def _finish(self, outputs, training):
         if self.batch_norm is not None:

@@ -1,10 +1,30 @@
 """The base of every network: slim's calling convention on the layer kit's Module."""
 import contextlib
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
 from nets import layers
+
+
+class EndPoints(dict):
+    """The end points of a forward pass that may stop early (slim's `final_endpoint`).
+
+    `if end_points.add('Mixed_5b', net): return net, end_points` records an end point
+    and says whether it was the one asked for.
+    """
+
+    def __init__(self, final_endpoint: Optional[str] = None):
+        super().__init__()
+        self.final_endpoint = final_endpoint
+
+    def add(self, name: str, tensor: tf.Tensor) -> bool:
+        self[name] = tensor
+        return name == self.final_endpoint
+
+    def unknown_final_endpoint(self) -> ValueError:
+        return ValueError(f'Unknown final endpoint {self.final_endpoint!r}; this net has: '
+                          f'{", ".join(self)}.')
 
 
 class Network(layers.Module):
@@ -14,7 +34,13 @@ class Network(layers.Module):
     root-level variables). Subclasses create their layers in `__init__`, named relative
     to the net, and implement `forward(images, training)`. Computation runs in the
     images' dtype. With `num_classes=0` a net returns its pre-logits features.
+
+    Nets with a feature extractor (slim's `*_base(final_endpoint=...)`) implement
+    `forward_base(images, *, final_endpoint, training) -> (features, EndPoints)`, called
+    through `base(...)`, and set `default_final_endpoint`.
     """
+
+    default_final_endpoint: Optional[str] = None
 
     def __init__(self, *, scope: str, num_classes: int, is_training: bool):
         super().__init__(scope)
@@ -29,6 +55,23 @@ class Network(layers.Module):
             return super().__call__(tf.convert_to_tensor(images), training=training)
 
     def forward(self, images, *, training: bool):
+        raise NotImplementedError
+
+    def base(self, images, final_endpoint: Optional[str] = None, training=None):
+        """slim's `*_base`: the features at `final_endpoint` (the net's last feature
+        layer when None) and the end points up to it."""
+        if self.default_final_endpoint is None:
+            raise NotImplementedError(f'{type(self).__name__} has no feature extractor.')
+        training = self.is_training if training is None else training
+        if self._scope is None:
+            self.resolve_scopes()
+        with (tf.name_scope(self.relative_name) if self.relative_name
+              else contextlib.nullcontext()):
+            return self.forward_base(tf.convert_to_tensor(images),
+                                     final_endpoint=final_endpoint or self.default_final_endpoint,
+                                     training=training)
+
+    def forward_base(self, images, *, final_endpoint: str, training: bool):
         raise NotImplementedError
 
     def build(self, image_shape, dtype=tf.float32):

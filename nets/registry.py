@@ -1,6 +1,6 @@
 """The one registry of networks: each net module registers its builders with a spec."""
 import dataclasses
-from typing import Callable, Dict
+from typing import Callable, Dict, Optional
 
 from core.errors import UsageError
 
@@ -12,19 +12,32 @@ class NetworkSpec:
     builder: Callable
     default_image_size: int
     preprocessing_name: str
+    # Classes of TF-Slim's published ImageNet checkpoint: 1001 (0 = background, as the
+    # converted ImageNet; --labels_offset=0) or 1000 (VGG, ResNet v1: --labels_offset=1).
+    # None: no published ImageNet checkpoint.
+    checkpoint_num_classes: Optional[int] = None
+    checkpoint_file: Optional[str] = None  # the archive of TF-Slim's model zoo
+
+    @property
+    def imagenet_labels_offset(self) -> Optional[int]:
+        """The --labels_offset a TF-Slim ImageNet checkpoint of this net needs."""
+        return None if self.checkpoint_num_classes is None else 1001 - self.checkpoint_num_classes
 
 
 _NETWORKS: Dict[str, NetworkSpec] = {}
 
 
-def register_network(name: str, *, default_image_size: int, preprocessing_name: str):
+def register_network(name: str, *, default_image_size: int, preprocessing_name: str,
+                     checkpoint_num_classes: Optional[int] = None,
+                     checkpoint_file: Optional[str] = None):
     """Decorator for a builder `(num_classes, weight_decay, is_training, **options) -> Network`."""
 
     def register(builder):
         if name in _NETWORKS:
             raise ValueError(f'Network {name!r} is registered twice.')
         _NETWORKS[name] = NetworkSpec(name, builder, default_image_size,
-                                      preprocessing_name)
+                                      preprocessing_name, checkpoint_num_classes,
+                                      checkpoint_file)
         return builder
 
     return register

@@ -27,6 +27,20 @@ SLIM_PREPROCESSING = {
 GOLDEN_DIR = testing_utils.TEST_DATA / 'slim_reference' / 'golden'
 
 
+def _trace(net, input_shape):
+    """Builds `net` by tracing it on `input_shape` (static shapes, no full-size compute):
+    (logits, end points) as symbolic tensors."""
+    outputs = {}
+
+    @tf.function
+    def forward(images):
+        outputs['logits'], outputs['end_points'] = net(images)
+        return outputs['logits']
+
+    forward.get_concrete_function(tf.TensorSpec(input_shape, tf.float32))
+    return outputs['logits'], outputs['end_points']
+
+
 def _build(name, num_classes, is_training):
     net = nets_factory.get_network_fn(name, num_classes, is_training=is_training)
     size = net.default_image_size
@@ -38,10 +52,16 @@ def _build(name, num_classes, is_training):
 @pytest.mark.parametrize('name', IMPLEMENTED)
 def test_variables_and_end_points_match_slim(name, mode, slim_nets):
     reference = slim_nets[name]
-    net, logits, end_points = _build(name, reference['num_classes'], mode == 'training')
+    net = nets_factory.get_network_fn(name, reference['num_classes'],
+                                      is_training=mode == 'training')
+    logits, end_points = _trace(net, reference[mode]['input_shape'])
     ours = sorted((v.name[:-2], v.shape.as_list(), v.trainable) for v in net.variables)
     theirs = sorted((n, s, t) for n, s, t in reference[mode]['variables'])
     assert ours == theirs
+    assert sum(v.shape.num_elements() for v in net.variables) == \
+        reference[mode]['param_count_model_variables']
+    batch_norm_layers = sum(v.name.endswith('/moving_mean:0') for v in net.variables)
+    assert 2 * batch_norm_layers == reference['training']['num_update_ops']
     assert {k: v.shape.as_list() for k, v in end_points.items()} == \
         reference[mode]['end_points']
     assert logits.shape.as_list() == reference[mode]['logits_shape']
