@@ -36,10 +36,12 @@ def main(argv):
         save_summaries_secs=FLAGS.save_summaries_secs,
         max_checkpoints_to_keep=FLAGS.max_checkpoints_to_keep,
         label_smoothing=FLAGS.label_smoothing, checkpoint_path=FLAGS.checkpoint_path,
-        checkpoint_exclude_scopes=configs.split_scopes(FLAGS.checkpoint_exclude_scopes),
-        trainable_scopes=configs.split_scopes(FLAGS.trainable_scopes),
+        checkpoint_exclude_scopes=configs.split_scopes('checkpoint_exclude_scopes'),
+        trainable_scopes=configs.split_scopes('trainable_scopes'),
         ignore_missing_vars=FLAGS.ignore_missing_vars,
         moving_average_decay=FLAGS.moving_average_decay)
+    if FLAGS.dry_run_restore:
+        return jobs.dry_run_restore(data, config)
     return jobs.train(data, configs.deployment_config_from_flags(), config,
                       configs.optimizer_config_from_flags(),
                       configs.learning_rate_config_from_flags(), FLAGS.weight_decay)

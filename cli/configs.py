@@ -5,6 +5,7 @@ from typing import Optional
 from absl import flags
 
 from cli import jobs
+from core.errors import UsageError
 from deployment import model_deploy
 from training import learning_rate, optimizers
 
@@ -16,9 +17,18 @@ def _from_dataclass(config_class):
                            for f in dataclasses.fields(config_class)})
 
 
-def split_scopes(value):
-    """slim's comma-separated scope lists, e.g. 'InceptionV3/Logits,InceptionV3/AuxLogits'."""
-    return tuple(s.strip() for s in (value or '').split(',') if s.strip())
+def split_scopes(flag_name: str):
+    """A comma-separated scope list flag, e.g. 'InceptionV3/Logits,InceptionV3/AuxLogits'.
+
+    Spaces are refused: slim matched them literally, so a list written with them
+    silently excluded or trained nothing.
+    """
+    value = FLAGS[flag_name].value or ''
+    if any(c.isspace() for c in value):
+        joined = ','.join(s.strip() for s in value.split(',') if s.strip())
+        raise UsageError(f'--{flag_name}={value!r} has spaces; scope names have none: '
+                         f'pass --{flag_name}={joined}.')
+    return tuple(s for s in value.split(',') if s)
 
 
 def data_config_from_flags(*, default_batch_size: int, image_size: Optional[int],

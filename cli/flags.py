@@ -106,6 +106,9 @@ def define_training_flags():
                         'default: all trainable variables.')
     flags.DEFINE_bool('ignore_missing_vars', False, 'Skip variables missing from '
                       '--checkpoint_path instead of failing.')
+    flags.DEFINE_bool('dry_run_restore', False, 'Print what --checkpoint_path would '
+                      'restore (restored, excluded, missing, shape-mismatched and '
+                      'checkpoint-only variables) and exit without training.')
     _define_from_dataclass(optimizers.OptimizerConfig, {
         'optimizer': 'One of ' + ', '.join(optimizers.OPTIMIZER_NAMES) + '.',
         'opt_epsilon': 'Epsilon of adadelta, adam and rmsprop (TF1 semantics).',

@@ -113,6 +113,25 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
     return trainer
 
 
+def dry_run_restore(data: DataConfig, config: train_loop.TrainConfig):
+    """Prints what training would restore from config.checkpoint_path; trains nothing.
+
+    Ends with the error training would give, if the restore cannot be done.
+    """
+    if not config.checkpoint_path:
+        raise UsageError('--dry_run_restore needs --checkpoint_path, the checkpoint to '
+                         'inspect.')
+    assembly = _assemble_data(data, is_training=True)
+    network = nets_factory.get_network_fn(data.model_name, assembly.num_classes,
+                                          is_training=True)
+    network.build(assembly.image_shape)
+    plan = checkpoints.plan_restore(network, config.checkpoint_path,
+                                    exclude_scopes=config.checkpoint_exclude_scopes)
+    print(plan.describe(verbose=True), flush=True)
+    plan.check(config.ignore_missing_vars, fine_tuning=True)
+    return plan
+
+
 def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
              max_num_batches: Optional[int] = None, use_moving_averages: bool = False):
     """One exact pass over the split; prints and writes Accuracy and Recall_5."""

@@ -25,6 +25,17 @@ def golden_weight_value(name, shape):
     return value.astype(np.float32)
 
 
+def write_tf1_checkpoint(prefix, tensors):
+    """A name-based checkpoint {name: array}, the format tf.compat.v1.train.Saver writes
+    (TF-Slim's model zoo); returns the prefix."""
+    import tensorflow as tf
+    names = sorted(tensors)
+    tf.raw_ops.SaveV2(prefix=str(prefix), tensor_names=names,
+                      shape_and_slices=[''] * len(names),
+                      tensors=[tf.constant(tensors[n]) for n in names])
+    return str(prefix)
+
+
 def golden_input(image_size):
     import numpy as np
     return np.random.default_rng(0).uniform(

@@ -5,7 +5,8 @@ zoo), keyed by variable name, and this toolkit's TF2 object checkpoints, keyed b
 attribute path from the checkpoint's root ('model/conv1/weights/.ATTRIBUTES/...').
 Both are read by slim name here, so exclude prefixes mean the same for either.
 """
-from typing import Dict, Iterable, Optional, Sequence
+import dataclasses
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 from absl import logging
@@ -49,19 +50,106 @@ def _object_checkpoint_keys(module: tf.Module, use_moving_averages: bool) -> Dic
 
 
 def _matches(name: str, prefixes: Iterable[str]) -> bool:
-    return any(name.startswith(prefix.strip()) for prefix in prefixes if prefix.strip())
+    return any(name.startswith(prefix) for prefix in prefixes)
 
 
-def restore_network(network: tf.Module, checkpoint_path: str, *,
-                    exclude_scopes: Sequence[str] = (),
-                    ignore_missing_vars: bool = False,
-                    use_moving_averages: bool = False) -> Optional[int]:
-    """Assigns the network's variables from a checkpoint; returns its global step if known.
+def _layer_scope(name: str) -> str:
+    """The scope a fine-tuner excludes for a variable: its net's first two levels,
+    'InceptionV3/AuxLogits/Conv2d_2b_1x1/weights' -> 'InceptionV3/AuxLogits' (slim's
+    README convention), 'vgg_16/fc8/weights' -> 'vgg_16/fc8'."""
+    return '/'.join(name.split('/')[:-1][:2])
 
-    Variables under an excluded scope keep their values. Missing variables are an error
-    unless ignore_missing_vars; shape mismatches are always an error, listed together.
-    With use_moving_averages, each variable takes its exponential moving average
-    (slim's --moving_average_decay at evaluation).
+
+@dataclasses.dataclass
+class RestorePlan:
+    """What restoring a checkpoint into a network would do, variable by variable."""
+    checkpoint_path: str
+    restored: List[Tuple[tf.Variable, str]]  # (variable, checkpoint key)
+    excluded: List[str]
+    missing: List[str]
+    mismatched: List[Tuple[str, list, list]]  # (name, checkpoint shape, model shape)
+    checkpoint_only: List[str]
+    global_step: Optional[int]
+    use_moving_averages: bool = False
+
+    def summary(self) -> str:
+        return (f'Restore from {self.checkpoint_path}: {len(self.restored)} restored, '
+                f'{len(self.excluded)} excluded, {len(self.missing)} missing, '
+                f'{len(self.mismatched)} shape-mismatched, {len(self.checkpoint_only)} '
+                f'only in the checkpoint.')
+
+    def describe(self, verbose: bool = True) -> str:
+        """The summary line, and with verbose the names under each heading."""
+        lines = [self.summary()]
+        if verbose:
+            sections = [('restored', [slim_name(v) for v, _ in self.restored]),
+                        ('excluded', self.excluded), ('missing', self.missing),
+                        ('shape-mismatched', [f'{n}: checkpoint {c} vs model {m}'
+                                              for n, c, m in self.mismatched]),
+                        ('only in the checkpoint', self.checkpoint_only)]
+            for title, names in sections:
+                lines += [f'  {title} ({len(names)}):'] + [f'    {n}' for n in names]
+        return '\n'.join(lines)
+
+    def check(self, ignore_missing_vars: bool = False, fine_tuning: bool = False):
+        """Raises the UsageError that names the fix if the restore cannot be done.
+
+        fine_tuning: the job can leave layers out (training), so a new class count is
+        fixed by --checkpoint_exclude_scopes; elsewhere only by matching the classes.
+        """
+        if self.mismatched:
+            raise UsageError(self._mismatch_message(fine_tuning))
+        if self.missing and not ignore_missing_vars:
+            shown = ', '.join(self.missing[:5]) + (' ...' if len(self.missing) > 5 else '')
+            what = 'moving averages of ' if self.use_moving_averages else ''
+            fix = ('train with --moving_average_decay or evaluate without it'
+                   if self.use_moving_averages
+                   else 'check --model_name, or pass --ignore_missing_vars')
+            raise UsageError(f'Checkpoint {self.checkpoint_path} lacks {len(self.missing)} '
+                             f'{what}the model\'s variables ({shown}); {fix}.')
+
+    def _mismatch_message(self, fine_tuning: bool) -> str:
+        listed = '; '.join(f'{n}: checkpoint {c} vs model {m}'
+                           for n, c, m in self.mismatched[:4])
+        if len(self.mismatched) > 4:
+            listed += f'; and {len(self.mismatched) - 4} more'
+        problem = f'Checkpoint {self.checkpoint_path} does not fit the model ({listed})'
+        checkpoint_classes = {c[-1] for _, c, _ in self.mismatched}
+        model_classes = {m[-1] for _, _, m in self.mismatched}
+        only_classes_differ = (len(checkpoint_classes) == len(model_classes) == 1 and all(
+            c[:-1] == m[:-1] for _, c, m in self.mismatched))
+        if not only_classes_differ:
+            return (f'{problem}; it was written for another --model_name or network '
+                    f'option' + (', or leave these layers out with '
+                                 '--checkpoint_exclude_scopes.' if fine_tuning else '.'))
+        ours, theirs = model_classes.pop(), checkpoint_classes.pop()
+        scopes = ','.join(dict.fromkeys(_layer_scope(n) for n, _, _ in self.mismatched))
+        message = f'{problem}: the checkpoint has {theirs} classes, the model {ours}'
+        message += (f'. To fine-tune on the new classes pass '
+                    f'--checkpoint_exclude_scopes={scopes}' if fine_tuning else
+                    ' (the dataset\'s classes minus --labels_offset). Use the dataset the '
+                    'checkpoint was trained on')
+        if theirs - ours == 1:
+            message += ('; to use its classes as they are, pass --labels_offset=0 (it '
+                        'keeps the background class 0)')
+        elif ours - theirs == 1:
+            message += ('; to use its classes as they are, pass --labels_offset=1 (it '
+                        'has no background class: VGG and ResNet v1 checkpoints)')
+        return message + '.'
+
+
+def _checkpoint_step(reader, available, object_based) -> Optional[int]:
+    step_key = 'global_step' + (_VALUE_SUFFIX if object_based else '')
+    return int(reader.get_tensor(step_key)) if step_key in available else None
+
+
+def plan_restore(network: tf.Module, checkpoint_path: str, *,
+                 exclude_scopes: Sequence[str] = (),
+                 use_moving_averages: bool = False) -> RestorePlan:
+    """Matches the network's variables with a checkpoint's by slim name; assigns nothing.
+
+    An exclude scope that matches none of the network's variables is an error (a typo
+    would otherwise restore the layers it meant to leave out).
     """
     checkpoint_path = resolve_checkpoint(checkpoint_path)
     reader = tf.train.load_checkpoint(checkpoint_path)
@@ -72,38 +160,67 @@ def restore_network(network: tf.Module, checkpoint_path: str, *,
     else:
         suffix = EMA_NAME_SUFFIX if use_moving_averages else ''
         keys = {slim_name(v): slim_name(v) + suffix for v in network.variables}
-    missing, mismatched, assignments = [], [], []
-    for variable in network.variables:
-        name = slim_name(variable)
-        if _matches(name, exclude_scopes):
-            continue
+    names = [slim_name(v) for v in network.variables]
+    unmatched = [s for s in exclude_scopes if not any(n.startswith(s) for n in names)]
+    if unmatched:
+        tops = ', '.join(dict.fromkeys(_layer_scope(n) for n in names))
+        raise UsageError(f'--checkpoint_exclude_scopes {",".join(unmatched)} matches no '
+                         f'variable of the model; its scopes are: {tops}.')
+    plan = RestorePlan(checkpoint_path, [], [], [], [], [],
+                       _checkpoint_step(reader, available, object_based),
+                       use_moving_averages)
+    for variable, name in zip(network.variables, names):
         key = keys[name]
-        if key not in available:
-            missing.append(name)
+        if _matches(name, exclude_scopes):
+            plan.excluded.append(name)
+        elif key not in available:
+            plan.missing.append(name)
         elif list(available[key]) != variable.shape.as_list():
-            mismatched.append(f'{name}: checkpoint {list(available[key])} vs model '
-                              f'{variable.shape.as_list()}')
+            plan.mismatched.append((name, list(available[key]), variable.shape.as_list()))
         else:
-            assignments.append((variable, key))
-    if mismatched:
-        raise UsageError(
-            f'Checkpoint {checkpoint_path} does not fit the model ({"; ".join(mismatched)}); '
-            f'if only the logits differ (another class count), leave them out with '
-            f'--checkpoint_exclude_scopes, or match the class count with --labels_offset '
-            f'(e.g. 1 for a 1000-class net on data with a background class).')
-    if missing and not ignore_missing_vars:
-        shown = ', '.join(missing[:5]) + (' ...' if len(missing) > 5 else '')
-        what = 'moving averages of ' if use_moving_averages else ''
-        fix = ('train with --moving_average_decay or evaluate without it'
-               if use_moving_averages else 'check --model_name, or pass --ignore_missing_vars')
-        raise UsageError(
-            f'Checkpoint {checkpoint_path} lacks {len(missing)} {what}the model\'s '
-            f'variables ({shown}); {fix}.')
-    for name in missing:
+            plan.restored.append((variable, key))
+    used = set(keys.values())
+    plan.checkpoint_only = sorted(
+        key for key in available if key not in used and _is_model_key(key, object_based))
+    return plan
+
+
+def _is_model_key(key: str, object_based: bool) -> bool:
+    """Whether a checkpoint key holds network weights (not a step, slot or average)."""
+    if object_based:
+        return key.startswith(MODEL_KEY + '/') and key.endswith(_VALUE_SUFFIX)
+    return key != 'global_step' and not key.endswith(EMA_NAME_SUFFIX) and not any(
+        key.endswith('/' + slot) for slot in _TF1_SLOT_NAMES)
+
+
+# Optimizer slots TF1 optimizers saved next to each variable ('<var>/Momentum').
+_TF1_SLOT_NAMES = ('Momentum', 'RMSProp', 'RMSProp_1', 'Adam', 'Adam_1', 'Adagrad',
+                   'Adadelta', 'Adadelta_1', 'Ftrl', 'Ftrl_1')
+
+
+def restore_network(network: tf.Module, checkpoint_path: str, *,
+                    exclude_scopes: Sequence[str] = (),
+                    ignore_missing_vars: bool = False,
+                    use_moving_averages: bool = False,
+                    fine_tuning: bool = False) -> Optional[int]:
+    """Assigns the network's variables from a checkpoint; returns its global step if known.
+
+    Variables under an excluded scope keep their values. Missing variables are an error
+    unless ignore_missing_vars; shape mismatches are always an error, listed together,
+    with the exact --checkpoint_exclude_scopes or --labels_offset when only the class
+    count differs. With use_moving_averages, each variable takes its exponential moving
+    average (slim's --moving_average_decay at evaluation). fine_tuning: see
+    RestorePlan.check. The report's counts are logged; with -v 1 the names too.
+    """
+    plan = plan_restore(network, checkpoint_path, exclude_scopes=exclude_scopes,
+                        use_moving_averages=use_moving_averages)
+    logging.info('%s', plan.summary())
+    logging.vlog(1, '%s', plan.describe(verbose=True))
+    plan.check(ignore_missing_vars, fine_tuning)
+    for name in plan.missing:
         logging.warning('Variable %s is not in %s; keeping its initial value.', name,
-                        checkpoint_path)
-    for variable, key in assignments:
+                        plan.checkpoint_path)
+    reader = tf.train.load_checkpoint(plan.checkpoint_path)
+    for variable, key in plan.restored:
         variable.assign(reader.get_tensor(key))
-    logging.info('Restored %d variables from %s.', len(assignments), checkpoint_path)
-    step_key = 'global_step' + (_VALUE_SUFFIX if object_based else '')
-    return int(reader.get_tensor(step_key)) if step_key in available else None
+    return plan.global_step

@@ -190,7 +190,7 @@ class Trainer:
             checkpoints.restore_network(
                 self.network, self.config.checkpoint_path,
                 exclude_scopes=self.config.checkpoint_exclude_scopes,
-                ignore_missing_vars=self.config.ignore_missing_vars)
+                ignore_missing_vars=self.config.ignore_missing_vars, fine_tuning=True)
         return int(self.global_step.numpy())
 
     def _write_summaries(self, writer, step, metrics, images, steps_per_sec):

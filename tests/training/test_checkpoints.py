@@ -13,15 +13,6 @@ from nets import nets_factory
 GOLDEN = testing_utils.TEST_DATA / 'slim_reference' / 'golden'
 
 
-def _write_tf1_checkpoint(prefix, tensors):
-    """A name-based checkpoint, the format tf.compat.v1.train.Saver writes."""
-    names = sorted(tensors)
-    tf.raw_ops.SaveV2(prefix=str(prefix), tensor_names=names,
-                      shape_and_slices=[''] * len(names),
-                      tensors=[tf.constant(tensors[n]) for n in names])
-    return str(prefix)
-
-
 def _cifarnet(num_classes=10):
     net = nets_factory.get_network_fn('cifarnet', num_classes)
     net.build((32, 32, 3))
@@ -34,7 +25,7 @@ def golden_checkpoint(tmp_path):
     values = {slim_name(v): testing_utils.golden_weight_value(
         slim_name(v), v.shape) for v in reference.variables}
     values['global_step'] = np.int64(1234)
-    return _write_tf1_checkpoint(tmp_path / 'model.ckpt', values), values
+    return testing_utils.write_tf1_checkpoint(tmp_path / 'model.ckpt', values), values
 
 
 def test_slim_checkpoint_restores_by_name_and_reproduces_golden_logits(golden_checkpoint):
@@ -56,21 +47,76 @@ def test_excluded_scopes_keep_their_values(golden_checkpoint):
                                   values['CifarNet/conv1/weights'])
 
 
-def test_shape_mismatch_is_listed_with_the_fix(golden_checkpoint):
+def test_class_count_mismatch_names_the_exact_exclude_scopes(golden_checkpoint):
     path, _ = golden_checkpoint
     with pytest.raises(UsageError, match=r'CifarNet/logits/weights: checkpoint '
                                          r'\[192, 10\] vs model \[192, 5\].*'
-                                         r'--checkpoint_exclude_scopes.*--labels_offset') as error:
-        checkpoints.restore_network(_cifarnet(num_classes=5), path)
-    assert '--num_classes' not in str(error.value)  # slim's scripts have no such flag
-    with pytest.raises(UsageError):
-        checkpoints.restore_network(_cifarnet(num_classes=5), path)
+                                         r'10 classes, the model 5.*'
+                                         r'--checkpoint_exclude_scopes=CifarNet/logits\.$'
+                       ) as error:
+        checkpoints.restore_network(_cifarnet(num_classes=5), path, fine_tuning=True)
+    assert '--num_classes' not in str(error.value)
+    # Evaluation and export cannot leave layers out: the fix is the data.
+    with pytest.raises(UsageError, match=r'10 classes, the model 5 \(the dataset\'s classes '
+                                         r'minus --labels_offset\)\. Use the dataset'):
+        checkpoints.restore_network(_cifarnet(num_classes=5), path)  # slim's scripts have no such flag
+
+
+@pytest.mark.parametrize('model_classes, offset', [(9, 0), (11, 1)])
+def test_background_class_mismatch_names_the_labels_offset(golden_checkpoint, model_classes,
+                                                           offset):
+    # 10 vs 9 is ImageNet's 1001 vs 1000: which side has the background class decides.
+    path, _ = golden_checkpoint
+    with pytest.raises(UsageError, match=rf'--checkpoint_exclude_scopes=CifarNet/logits; '
+                                         rf'.*--labels_offset={offset} '):
+        checkpoints.restore_network(_cifarnet(num_classes=model_classes), path,
+                                    fine_tuning=True)
+
+
+def test_other_shape_mismatch_points_at_the_model(tmp_path, golden_checkpoint):
+    _, values = golden_checkpoint
+    values = {**values, 'CifarNet/conv1/weights': np.zeros([3, 3, 3, 64], np.float32)}
+    path = testing_utils.write_tf1_checkpoint(tmp_path / 'other.ckpt', values)
+    with pytest.raises(UsageError, match=r'conv1/weights: checkpoint \[3, 3, 3, 64\] vs '
+                                         r'model \[5, 5, 3, 64\]\); .*--model_name'):
+        checkpoints.restore_network(_cifarnet(), path)
+
+
+def test_exclude_scope_matching_nothing_is_an_error(golden_checkpoint):
+    path, _ = golden_checkpoint
+    with pytest.raises(UsageError, match=r'--checkpoint_exclude_scopes CifarNet/Logits '
+                                         r'matches no variable.*CifarNet/logits'):
+        checkpoints.restore_network(_cifarnet(num_classes=5), path,
+                                    exclude_scopes=['CifarNet/Logits'])
+
+
+def test_plan_reports_every_kind_of_variable(tmp_path, golden_checkpoint):
+    _, values = golden_checkpoint
+    values = {k: v for k, v in values.items() if not k.startswith('CifarNet/fc4')}
+    values['CifarNet/extra/weights'] = np.ones([2], np.float32)
+    values['CifarNet/conv1/weights/Momentum'] = values['CifarNet/conv1/weights']  # a slot
+    path = testing_utils.write_tf1_checkpoint(tmp_path / 'mixed.ckpt', values)
+    plan = checkpoints.plan_restore(_cifarnet(num_classes=5), path,
+                                    exclude_scopes=['CifarNet/conv2'])
+    assert sorted(checkpoints.slim_name(v) for v, _ in plan.restored) == [
+        'CifarNet/conv1/biases', 'CifarNet/conv1/weights', 'CifarNet/fc3/biases',
+        'CifarNet/fc3/weights']
+    assert sorted(plan.excluded) == ['CifarNet/conv2/biases', 'CifarNet/conv2/weights']
+    assert sorted(plan.missing) == ['CifarNet/fc4/biases', 'CifarNet/fc4/weights']
+    assert sorted(plan.mismatched) == [('CifarNet/logits/biases', [10], [5]),
+                                       ('CifarNet/logits/weights', [192, 10], [192, 5])]
+    assert plan.checkpoint_only == ['CifarNet/extra/weights']
+    assert plan.global_step == 1234
+    assert plan.summary().endswith('4 restored, 2 excluded, 2 missing, 2 shape-mismatched, '
+                                   '1 only in the checkpoint.')
+    report = plan.describe(verbose=True)
+    assert '  missing (2):\n    CifarNet/fc4/biases\n    CifarNet/fc4/weights' in report
 
 
 def test_missing_variables_fail_unless_ignored(tmp_path, golden_checkpoint):
     _, values = golden_checkpoint
     partial = {k: v for k, v in values.items() if not k.startswith('CifarNet/fc4')}
-    path = _write_tf1_checkpoint(tmp_path / 'partial.ckpt', partial)
+    path = testing_utils.write_tf1_checkpoint(tmp_path / 'partial.ckpt', partial)
     with pytest.raises(UsageError, match='lacks 2 .*--ignore_missing_vars'):
         checkpoints.restore_network(_cifarnet(), path)
     net = _cifarnet()

@@ -1,4 +1,5 @@
 import numpy as np
+import testing_utils
 import pytest
 import tensorflow as tf
 
@@ -74,11 +75,9 @@ def test_training_keeps_averages_that_evaluation_restores(tmp_path, mirrored):
 def test_averages_restore_from_tf1_names(tmp_path):
     network = nets_factory.get_network_fn('lenet', 10)
     network.build((28, 28, 1))
-    names = [slim_name(v) + '/ExponentialMovingAverage'
-             for v in network.variables]
-    values = [tf.fill(v.shape, 0.25) for v in network.variables]
-    tf.raw_ops.SaveV2(prefix=str(tmp_path / 'model.ckpt'), tensor_names=names,
-                      shape_and_slices=[''] * len(names), tensors=values)
+    testing_utils.write_tf1_checkpoint(tmp_path / 'model.ckpt', {
+        slim_name(v) + '/ExponentialMovingAverage': np.full(v.shape, 0.25, np.float32)
+        for v in network.variables})
     checkpoints.restore_network(network, str(tmp_path / 'model.ckpt'),
                                 use_moving_averages=True)
     assert all(np.all(v.numpy() == 0.25) for v in network.variables)
