@@ -31,7 +31,8 @@ def _sources():
     for package in FLOORS:
         for path in sorted((ROOT / package).rglob('*.py')):
             yield path, package, FLOORS[package]
-    for path in [*sorted(ROOT.glob('*.py')), *sorted((ROOT / 'scripts').glob('*.py'))]:
+    for path in [*sorted(ROOT.glob('*.py')), *sorted((ROOT / 'scripts').glob('*.py')),
+                 *sorted((ROOT / 'benchmarks').glob('*.py'))]:
         yield path, None, SCRIPTS_FLOOR
 
 
