@@ -17,6 +17,13 @@ class NetworkSpec:
     # None: no published ImageNet checkpoint.
     checkpoint_num_classes: Optional[int] = None
     checkpoint_file: Optional[str] = None  # the archive of TF-Slim's model zoo
+    # Video nets take [batch, frames, height, width, channels] clips of this many frames.
+    num_frames: Optional[int] = None
+
+    def input_shape(self, image_size: Optional[int] = None, channels: int = 3) -> tuple:
+        """One example's shape: (height, width, channels), with frames first for video."""
+        size = image_size or self.default_image_size
+        return (*((self.num_frames,) if self.num_frames else ()), size, size, channels)
 
     @property
     def imagenet_labels_offset(self) -> Optional[int]:
@@ -29,7 +36,8 @@ _NETWORKS: Dict[str, NetworkSpec] = {}
 
 def register_network(name: str, *, default_image_size: int, preprocessing_name: str,
                      checkpoint_num_classes: Optional[int] = None,
-                     checkpoint_file: Optional[str] = None):
+                     checkpoint_file: Optional[str] = None,
+                     num_frames: Optional[int] = None):
     """Decorator for a builder `(num_classes, weight_decay, is_training, **options) -> Network`."""
 
     def register(builder):
@@ -37,7 +45,7 @@ def register_network(name: str, *, default_image_size: int, preprocessing_name: 
             raise ValueError(f'Network {name!r} is registered twice.')
         _NETWORKS[name] = NetworkSpec(name, builder, default_image_size,
                                       preprocessing_name, checkpoint_num_classes,
-                                      checkpoint_file)
+                                      checkpoint_file, num_frames)
         return builder
 
     return register
