@@ -24,6 +24,30 @@ SLIM_PREPROCESSING = {
         'resnet_v2_50', 'resnet_v2_101', 'resnet_v2_152', 'resnet_v2_200',
         'vgg_a', 'vgg_16', 'vgg_19']},
 }
+# TF-Slim's model zoo (its README): net -> (archive, classes). VGG and ResNet v1 were
+# converted from Caffe with 1000 classes; the rest have ImageNet's background class.
+SLIM_CHECKPOINTS = {
+    'inception_v1': ('inception_v1_2016_08_28.tar.gz', 1001),
+    'inception_v2': ('inception_v2_2016_08_28.tar.gz', 1001),
+    'inception_v3': ('inception_v3_2016_08_28.tar.gz', 1001),
+    'inception_v4': ('inception_v4_2016_09_09.tar.gz', 1001),
+    'inception_resnet_v2': ('inception_resnet_v2_2016_08_30.tar.gz', 1001),
+    'resnet_v1_50': ('resnet_v1_50_2016_08_28.tar.gz', 1000),
+    'resnet_v1_101': ('resnet_v1_101_2016_08_28.tar.gz', 1000),
+    'resnet_v1_152': ('resnet_v1_152_2016_08_28.tar.gz', 1000),
+    'resnet_v2_50': ('resnet_v2_50_2017_04_14.tar.gz', 1001),
+    'resnet_v2_101': ('resnet_v2_101_2017_04_14.tar.gz', 1001),
+    'resnet_v2_152': ('resnet_v2_152_2017_04_14.tar.gz', 1001),
+    'vgg_16': ('vgg_16_2016_08_28.tar.gz', 1000),
+    'vgg_19': ('vgg_19_2016_08_28.tar.gz', 1000),
+    'mobilenet_v1': ('mobilenet_v1_1.0_224.tgz', 1001),
+    'mobilenet_v2': ('mobilenet_v2_1.0_224.tgz', 1001),
+    'mobilenet_v2_140': ('mobilenet_v2_1.4_224.tgz', 1001),
+    'nasnet_mobile': ('nasnet-a_mobile_04_10_2017.tar.gz', 1001),
+    'nasnet_large': ('nasnet-a_large_04_10_2017.tar.gz', 1001),
+    'pnasnet_mobile': ('pnasnet-5_mobile_2017_12_13.tar.gz', 1001),
+    'pnasnet_large': ('pnasnet-5_large_2017_12_13.tar.gz', 1001),
+}
 GOLDEN_DIR = testing_utils.TEST_DATA / 'slim_reference' / 'golden'
 
 
@@ -78,6 +102,19 @@ def test_spec_names_slims_preprocessing_family(name):
     spec = nets_factory.get_spec(name)
     assert spec.preprocessing_name == SLIM_PREPROCESSING[name]
     assert preprocessing_factory.is_available(spec.preprocessing_name)
+
+
+@pytest.mark.parametrize('name', IMPLEMENTED)
+def test_spec_records_the_model_zoo_checkpoint_and_its_label_convention(name):
+    spec = nets_factory.get_spec(name)
+    if name in SLIM_CHECKPOINTS:
+        archive, classes = SLIM_CHECKPOINTS[name]
+        assert (spec.checkpoint_file, spec.checkpoint_num_classes) == (archive, classes)
+        assert spec.imagenet_labels_offset == 1001 - classes
+    elif spec.checkpoint_num_classes is None:
+        assert spec.imagenet_labels_offset is None
+    else:  # checkpoints published outside TF-Slim's README table (e.g. MobileNet v3)
+        assert spec.checkpoint_num_classes == 1001 and spec.checkpoint_file
 
 
 @pytest.mark.parametrize('name', [n for n in IMPLEMENTED
