@@ -1,0 +1,219 @@
+"""The generic MobileNet of TF-Slim's `nets/mobilenet/mobilenet.py`: a network built from
+a conv-defs description (one entry per layer), with slim's depth multiplier, output
+stride, explicit padding and classification head.
+
+A description (`ConvDefs`) is data: a tuple of `Conv`, `ExpandedConv` and `AvgPoolTo1x1`
+layers and the default activation. Layer i (from 1) is the end point 'layer_i'; expanded
+convs add 'layer_i/expansion_output', 'layer_i/depthwise_output' and 'layer_i/output'.
+The head, under 'Logits', average-pools to 1x1 ('global_pool'), applies dropout and a
+1x1 conv with biases ('Logits/Conv2d_1c_1x1'), squeezed to [batch, classes].
+
+slim's quirks reproduced:
+- depths are `make_divisible(depth * multiplier, divisible_by, min_depth)`; expansions
+  follow the (multiplied) input depth, rounded to a multiple of 8 independently of
+  `divisible_by`;
+- `finegrain_classification_mode` keeps the last layer wide: V3 leaves its depth
+  unmultiplied, V2 divides it by a multiplier below 1 before multiplying;
+- with `output_stride`, once the stride is reached further strides become dilation rates;
+  1x1 convolutions never dilate;
+- the training scope (`mobilenet.training_scope`): weights truncated_normal(0.09), L2
+  weight decay on conv2d weights only (depthwise weights and biases are not decayed),
+  batch norm decay 0.997, epsilon 0.001, center and scale; dropout keep 0.8.
+"""
+import dataclasses
+from typing import Callable, Optional, Tuple, Union
+
+import tensorflow as tf
+
+from nets import layers
+from nets.mobilenet import conv_blocks
+from nets.network import EndPoints, Network
+
+
+@dataclasses.dataclass(frozen=True)
+class Conv:
+    """A slim.conv2d layer: convolution, batch norm (or biases), activation."""
+    num_outputs: int
+    kernel_size: int = 3
+    stride: int = 1
+    activation: Optional[Callable] = None  # None: the description's default
+    batch_norm: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class ExpandedConv:
+    """An inverted-residual block; its expansion depth is the input depth times
+    `expansion`, rounded to a multiple of `expansion_divisible_by`. `fused` replaces the
+    1x1 expansion and the depthwise convolution by one k x k convolution (EdgeTPU)."""
+    num_outputs: int
+    expansion: float = 6.0
+    expansion_divisible_by: int = 8
+    kernel_size: int = 3
+    stride: int = 1
+    activation: Optional[Callable] = None  # None: the description's default
+    squeeze_excite: bool = False
+    residual: bool = True
+    fused: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class AvgPoolTo1x1:
+    """slim's V3 `reduce_to_1x1`: a VALID average pool over the whole (square) map, of
+    `default_size` when the map's size is unknown or not square."""
+    default_size: int = 7
+
+
+Layer = Union[Conv, ExpandedConv, AvgPoolTo1x1]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvDefs:
+    """An architecture: its layers and the activation of layers that name none.
+
+    `finegrain` says how finegrain_classification_mode keeps the last layer wide:
+    'unmultiplied' (V3) or 'undo_shrinking' (V2: divided by a multiplier below 1).
+    """
+    layers: Tuple[Layer, ...]
+    activation: Callable
+    finegrain: str = 'unmultiplied'
+
+
+def _reduce_to_1x1(inputs, default_size):
+    height, width = inputs.shape[1:3]
+    size = height if height is not None and height == width else default_size
+    return layers.avg_pool(inputs, size, 1, 'VALID')
+
+
+def _global_pool(inputs):
+    """An average pool to 1x1 (slim's, with the map's full size as the kernel)."""
+    height, width = inputs.shape[1:3]
+    if height is None or width is None:
+        return tf.reduce_mean(inputs, [1, 2], keepdims=True)
+    return layers.avg_pool(inputs, [height, width], 1, 'VALID')
+
+
+class MobileNet(Network):
+    """A MobileNet built from `conv_defs`; `base(final_endpoint=...)` is slim's
+    `mobilenet_base` (default: the last layer)."""
+
+    def __init__(self, conv_defs: ConvDefs, num_classes: int = 1001, *,
+                 weight_decay: float = 0.00004, is_training: bool = False,
+                 depth_multiplier: float = 1.0, min_depth: int = 8, divisible_by: int = 8,
+                 finegrain_classification_mode: bool = False,
+                 output_stride: Optional[int] = None, use_explicit_padding: bool = False,
+                 dropout_keep_prob: float = 0.8, spatial_squeeze: bool = True,
+                 stddev: float = 0.09, bn_decay: float = 0.997, scope: str = 'Mobilenet'):
+        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training)
+        if depth_multiplier <= 0:
+            raise ValueError('depth_multiplier is not greater than zero.')
+        if output_stride is not None and (
+                output_stride == 0 or (output_stride > 1 and output_stride % 2)):
+            raise ValueError('Output stride must be None, 1 or a multiple of 2.')
+        if conv_defs.finegrain not in ('unmultiplied', 'undo_shrinking'):
+            raise ValueError(f'Unknown finegrain mode {conv_defs.finegrain!r}.')
+        self.dropout_keep_prob = dropout_keep_prob
+        self.spatial_squeeze = spatial_squeeze
+        self.default_final_endpoint = f'layer_{len(conv_defs.layers)}'
+        initializer = (layers.truncated_normal_initializer(stddev) if stddev >= 0
+                       else layers.xavier_initializer())
+        conv_options = dict(
+            weights_initializer=initializer, weight_decay=weight_decay,
+            normalizer=layers.BatchNormParams(decay=bn_decay, epsilon=0.001, center=True,
+                                              scale=True))
+        padding = 'EXPLICIT' if use_explicit_padding else 'SAME'
+
+        def multiplied(depth, is_last):
+            if finegrain_classification_mode and is_last:
+                if conv_defs.finegrain == 'unmultiplied':
+                    return depth
+                if depth_multiplier < 1:
+                    depth /= depth_multiplier
+            return conv_blocks.make_divisible(depth * depth_multiplier, divisible_by,
+                                              min_depth)
+
+        self.base_layers = []
+        counts = {}
+        depth = None  # the input's depth is known only when called
+        current_stride, rate = 1, 1
+        for index, spec in enumerate(conv_defs.layers):
+            # slim's atrous schedule: stride until output_stride is reached, then dilate.
+            stride = getattr(spec, 'stride', 1)
+            if output_stride is not None and current_stride == output_stride:
+                layer_stride, layer_rate = 1, rate
+                rate *= stride
+            else:
+                layer_stride, layer_rate = stride, 1
+                current_stride *= stride
+            if isinstance(spec, AvgPoolTo1x1):
+                self.base_layers.append(
+                    lambda net, size=spec.default_size: _reduce_to_1x1(net, size))
+                continue
+            num_outputs = multiplied(spec.num_outputs, index == len(conv_defs.layers) - 1)
+            dilation = layer_rate if spec.kernel_size > 1 else 1
+            activation = spec.activation or conv_defs.activation
+            name = self._unique_name(counts, 'Conv' if isinstance(spec, Conv)
+                                     else 'expanded_conv')
+            if isinstance(spec, Conv):
+                options = dict(conv_options)
+                if not spec.batch_norm:
+                    options['normalizer'] = None
+                self.base_layers.append(layers.Conv2D(
+                    name, num_outputs, spec.kernel_size, stride=layer_stride,
+                    rate=dilation, padding=padding, activation=activation, **options))
+            else:
+                if depth is None:
+                    raise ValueError('A MobileNet description must start with a Conv.')
+                self.base_layers.append(conv_blocks.ExpandedConv(
+                    name, input_depth=depth, num_outputs=num_outputs,
+                    expansion_depth=conv_blocks.make_divisible(
+                        depth * spec.expansion, spec.expansion_divisible_by),
+                    kernel_size=spec.kernel_size, stride=layer_stride, rate=dilation,
+                    activation=activation, conv_options=conv_options, padding=padding,
+                    fused=spec.fused, squeeze_excite=spec.squeeze_excite,
+                    residual=spec.residual))
+            depth = num_outputs
+        self.logits = None
+        if num_classes:
+            self.logits = layers.Conv2D(
+                'Logits/Conv2d_1c_1x1', num_classes, 1, activation=None, normalizer=None,
+                weights_initializer=initializer, weight_decay=weight_decay)
+
+    @staticmethod
+    def _unique_name(counts, base):
+        """slim's default scopes: 'Conv', 'Conv_1', 'Conv_2', ..."""
+        count = counts.get(base, 0)
+        counts[base] = count + 1
+        return f'{base}_{count}' if count else base
+
+    def forward_base(self, images, *, final_endpoint, training):
+        end_points = EndPoints(final_endpoint)
+        net = images
+        for index, layer in enumerate(self.base_layers, 1):
+            name = f'layer_{index}'
+            if isinstance(layer, conv_blocks.ExpandedConv):
+                net, block_end_points = layer(net, training=training)
+                end_points.update({f'{name}/{key}': value
+                                   for key, value in block_end_points.items()})
+            elif isinstance(layer, layers.Module):
+                net = layer(net, training=training)
+            else:
+                net = layer(net)
+            if end_points.add(name, net):
+                return net, end_points
+        raise end_points.unknown_final_endpoint()
+
+    def forward(self, images, *, training):
+        net, end_points = self.forward_base(
+            images, final_endpoint=self.default_final_endpoint, training=training)
+        with tf.name_scope('Logits'):
+            net = end_points['global_pool'] = _global_pool(net)
+            if not self.num_classes:
+                return net, end_points
+            net = layers.dropout(net, self.dropout_keep_prob, training=training)
+            logits = self.logits(net, training=training)
+            if self.spatial_squeeze:
+                logits = tf.squeeze(logits, [1, 2])
+            logits = tf.identity(logits, name='output')
+        end_points['Logits'] = logits
+        end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
+        return logits, end_points
