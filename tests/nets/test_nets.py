@@ -25,6 +25,11 @@ SLIM_PREPROCESSING = {
         'resnet_v1_50', 'resnet_v1_101', 'resnet_v1_152', 'resnet_v1_200',
         'resnet_v2_50', 'resnet_v2_101', 'resnet_v2_152', 'resnet_v2_200',
         'vgg_a', 'vgg_16', 'vgg_19']},
+    # Not in slim's preprocessing map (its scripts needed --preprocessing_name): the
+    # family of their checkpoints' training.
+    **{name: 'inception' for name in [
+        'mobilenet_v1_075', 'mobilenet_v1_050', 'mobilenet_v1_025', 'i3d', 's3dg']},
+    **{name: 'vgg' for name in ['alexnet_v2', 'overfeat']},
 }
 # TF-Slim's model zoo (its README): net -> (archive, classes). VGG and ResNet v1 were
 # converted from Caffe with 1000 classes; the rest have ImageNet's background class.
