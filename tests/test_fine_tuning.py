@@ -19,7 +19,6 @@ from training import checkpoints
 
 # model -> (image size small enough for a fast test, the scopes of its classifier).
 FINE_TUNED = {
-    'inception_v3': (75, 'InceptionV3/Logits,InceptionV3/AuxLogits'),
     'mobilenet_v1': (64, 'MobilenetV1/Logits'),
 }
 STEPS = 3
@@ -63,6 +62,7 @@ def recipe(request, tmp_path_factory):
                                       f'--trainable_scopes={scopes}',
                                       f'--max_number_of_steps={STEPS}']),
         'eval_zoo': (EVAL, data + [f'--checkpoint_path={checkpoint}',
+                                   '--dataset_split_name=validation',
                                    f'--eval_image_size={image_size}',
                                    f'--eval_dir={work}/eval_zoo']),
     })
