@@ -1,0 +1,238 @@
+"""Inception v3 as in TF-Slim (Szegedy et al. 2015, arXiv 1512.00567): a VALID stem, then
+eleven Inception blocks whose branches are described as data below, an auxiliary head
+on Mixed_6e (built in both modes, as slim) and a 1x1-conv classifier.
+
+slim's quirks kept: Mixed_5c's second branch is named 'Conv_1_0c_5x5'; the pooling
+kernels (final and auxiliary) shrink to the feature map for small inputs and the layer
+names follow the shrunk size ('AvgPool_1a_3x3', 'Conv2d_2a_3x3').
+"""
+from typing import Optional
+
+import tensorflow as tf
+
+from nets import layers
+from nets.network import EndPoints, Network
+from nets.registry import register_network
+
+BATCH_NORM = layers.BatchNormParams(decay=0.9997, epsilon=0.001, center=True, scale=False)
+
+
+# --- Block descriptions: per block, its branches; per branch, its layers. ---
+# ('conv', name, depth, kernel[, stride, padding]); ('avg'|'max', name, kernel, stride,
+# padding); ('fork', [(name, depth, kernel), ...]): parallel convs concatenated.
+
+def _avg_branch(depth):
+    return [('avg', 'AvgPool_0a_3x3', 3, 1, 'SAME'), ('conv', 'Conv2d_0b_1x1', depth, 1)]
+
+
+def _mixed_5(pool_depth, second_name='Conv2d_0b_5x5', first_name='Conv2d_0a_1x1'):
+    return [
+        [('conv', 'Conv2d_0a_1x1', 64, 1)],
+        [('conv', first_name, 48, 1), ('conv', second_name, 64, 5)],
+        [('conv', 'Conv2d_0a_1x1', 64, 1), ('conv', 'Conv2d_0b_3x3', 96, 3),
+         ('conv', 'Conv2d_0c_3x3', 96, 3)],
+        _avg_branch(pool_depth),
+    ]
+
+
+def _mixed_6(middle):
+    return [
+        [('conv', 'Conv2d_0a_1x1', 192, 1)],
+        [('conv', 'Conv2d_0a_1x1', middle, 1), ('conv', 'Conv2d_0b_1x7', middle, [1, 7]),
+         ('conv', 'Conv2d_0c_7x1', 192, [7, 1])],
+        [('conv', 'Conv2d_0a_1x1', middle, 1), ('conv', 'Conv2d_0b_7x1', middle, [7, 1]),
+         ('conv', 'Conv2d_0c_1x7', middle, [1, 7]), ('conv', 'Conv2d_0d_7x1', middle, [7, 1]),
+         ('conv', 'Conv2d_0e_1x7', 192, [1, 7])],
+        _avg_branch(192),
+    ]
+
+
+def _mixed_7(second_3x1):
+    return [
+        [('conv', 'Conv2d_0a_1x1', 320, 1)],
+        [('conv', 'Conv2d_0a_1x1', 384, 1),
+         ('fork', [('Conv2d_0b_1x3', 384, [1, 3]), (second_3x1, 384, [3, 1])])],
+        [('conv', 'Conv2d_0a_1x1', 448, 1), ('conv', 'Conv2d_0b_3x3', 384, 3),
+         ('fork', [('Conv2d_0c_1x3', 384, [1, 3]), ('Conv2d_0d_3x1', 384, [3, 1])])],
+        _avg_branch(192),
+    ]
+
+
+STEM = [  # (end point, layer), VALID unless said
+    ('conv', 'Conv2d_1a_3x3', 32, 3, 2, 'VALID'),
+    ('conv', 'Conv2d_2a_3x3', 32, 3, 1, 'VALID'),
+    ('conv', 'Conv2d_2b_3x3', 64, 3, 1, 'SAME'),
+    ('max', 'MaxPool_3a_3x3', 3, 2, 'VALID'),
+    ('conv', 'Conv2d_3b_1x1', 80, 1, 1, 'VALID'),
+    ('conv', 'Conv2d_4a_3x3', 192, 3, 1, 'VALID'),
+    ('max', 'MaxPool_5a_3x3', 3, 2, 'VALID'),
+]
+BLOCKS = [
+    ('Mixed_5b', _mixed_5(32)),
+    ('Mixed_5c', _mixed_5(64, second_name='Conv_1_0c_5x5', first_name='Conv2d_0b_1x1')),
+    ('Mixed_5d', _mixed_5(64)),
+    ('Mixed_6a', [
+        [('conv', 'Conv2d_1a_1x1', 384, 3, 2, 'VALID')],
+        [('conv', 'Conv2d_0a_1x1', 64, 1), ('conv', 'Conv2d_0b_3x3', 96, 3),
+         ('conv', 'Conv2d_1a_1x1', 96, 3, 2, 'VALID')],
+        [('max', 'MaxPool_1a_3x3', 3, 2, 'VALID')]]),
+    ('Mixed_6b', _mixed_6(128)),
+    ('Mixed_6c', _mixed_6(160)),
+    ('Mixed_6d', _mixed_6(160)),
+    ('Mixed_6e', _mixed_6(192)),
+    ('Mixed_7a', [
+        [('conv', 'Conv2d_0a_1x1', 192, 1), ('conv', 'Conv2d_1a_3x3', 320, 3, 2, 'VALID')],
+        [('conv', 'Conv2d_0a_1x1', 192, 1), ('conv', 'Conv2d_0b_1x7', 192, [1, 7]),
+         ('conv', 'Conv2d_0c_7x1', 192, [7, 1]),
+         ('conv', 'Conv2d_1a_3x3', 192, 3, 2, 'VALID')],
+        [('max', 'MaxPool_1a_3x3', 3, 2, 'VALID')]]),
+    ('Mixed_7b', _mixed_7('Conv2d_0b_3x1')),
+    ('Mixed_7c', _mixed_7('Conv2d_0c_3x1')),
+]
+
+
+def reduced_kernel_size(inputs, kernel_size):
+    """slim's _reduced_kernel_size_for_small_input: the kernel, capped by the map."""
+    height, width = inputs.shape[1:3]
+    if height is None or width is None:
+        return list(kernel_size)
+    return [min(height, kernel_size[0]), min(width, kernel_size[1])]
+
+
+class _Pool:
+    def __init__(self, pool, kernel, stride, padding):
+        self.pool, self.kernel, self.stride, self.padding = pool, kernel, stride, padding
+
+    def __call__(self, inputs):
+        return self.pool(inputs, self.kernel, self.stride, self.padding)
+
+
+class _Fork(layers.Module):
+    """Parallel convs on one input, concatenated (Mixed_7b/7c's last stage)."""
+
+    def __init__(self, convs):
+        super().__init__('')
+        self.convs = convs
+
+    def forward(self, inputs, *, training):
+        return tf.concat([conv(inputs, training=training) for conv in self.convs], 3)
+
+
+class _Mixed(layers.Module):
+    def __init__(self, name, branches):
+        super().__init__(name)
+        self.branches = branches
+
+    def forward(self, inputs, *, training):
+        return tf.concat([branch(inputs, training=training) for branch in self.branches], 3)
+
+
+class InceptionV3(Network):
+
+    default_final_endpoint = 'Mixed_7c'
+
+    def __init__(self, num_classes: int = 1000, *, weight_decay: float = 0.00004,
+                 is_training: bool = False, dropout_keep_prob: float = 0.8,
+                 min_depth: int = 16, depth_multiplier: float = 1.0,
+                 spatial_squeeze: bool = True, create_aux_logits: bool = True,
+                 global_pool: bool = False, scope: str = 'InceptionV3'):
+        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training)
+        if depth_multiplier <= 0:
+            raise ValueError('depth_multiplier is not greater than zero.')
+        self.dropout_keep_prob = dropout_keep_prob
+        self.spatial_squeeze = spatial_squeeze
+        self.global_pool = global_pool
+        self.weight_decay = weight_decay
+        self._depth = lambda d: max(int(d * depth_multiplier), min_depth)
+        self.stem = [(spec[1], self._layer(spec, 'VALID')) for spec in STEM]
+        self.blocks = [(name, _Mixed(name, [
+            layers.Sequential(f'Branch_{i}', [self._layer(spec, 'SAME') for spec in branch])
+            for i, branch in enumerate(branches)])) for name, branches in BLOCKS]
+        self.aux_conv_1b = self.aux_logits = self.logits = None
+        if num_classes:
+            if create_aux_logits:
+                self.aux_conv_1b = self._conv('AuxLogits/Conv2d_1b_1x1', 128, 1)
+                self.aux_logits = layers.Conv2D(
+                    'AuxLogits/Conv2d_2b_1x1', num_classes, 1, activation=None,
+                    weights_initializer=layers.truncated_normal_initializer(0.001),
+                    weight_decay=weight_decay)
+                self._aux_conv_2a = {}  # by the (input-dependent) kernel size
+            self.logits = layers.Conv2D(
+                'Logits/Conv2d_1c_1x1', num_classes, 1, activation=None,
+                weights_initializer=layers.variance_scaling_initializer(),
+                weight_decay=weight_decay)
+
+    def _conv(self, name, depth, kernel, stride=1, padding='SAME', **options):
+        options.setdefault('weights_initializer', layers.variance_scaling_initializer())
+        return layers.Conv2D(name, self._depth(depth), kernel, stride=stride,
+                             padding=padding, normalizer=BATCH_NORM,
+                             weight_decay=self.weight_decay, **options)
+
+    def _layer(self, spec, default_padding):
+        kind = spec[0]
+        if kind == 'conv':
+            _, name, depth, kernel, *rest = spec
+            stride, padding = rest if rest else (1, default_padding)
+            return self._conv(name, depth, kernel, stride, padding)
+        if kind == 'fork':
+            return _Fork([self._conv(name, depth, kernel) for name, depth, kernel in spec[1]])
+        _, _, kernel, stride, padding = spec
+        return _Pool(layers.avg_pool if kind == 'avg' else layers.max_pool, kernel, stride,
+                     padding)
+
+    def forward_base(self, images, *, final_endpoint, training):
+        end_points = EndPoints(final_endpoint)
+        net = images
+        for name, layer in self.stem + self.blocks:
+            net = layer(net, training=training) if isinstance(layer, layers.Module) \
+                else layer(net)
+            if end_points.add(name, net):
+                return net, end_points
+        raise end_points.unknown_final_endpoint()
+
+    def _aux_head(self, mixed_6e, training):
+        net = layers.avg_pool(mixed_6e, 5, 3, 'VALID')
+        net = self.aux_conv_1b(net, training=training)
+        kernel = reduced_kernel_size(net, [5, 5])
+        key = f'{kernel[0]}x{kernel[1]}'
+        if key not in self._aux_conv_2a:
+            conv = self._conv(f'AuxLogits/Conv2d_2a_{key}', 768, kernel,
+                              padding='VALID',
+                              weights_initializer=layers.truncated_normal_initializer(0.01))
+            conv.resolve_scopes(self.scope)
+            self._aux_conv_2a[key] = conv
+        net = self._aux_conv_2a[key](net, training=training)
+        logits = self.aux_logits(net, training=training)
+        return tf.squeeze(logits, [1, 2], name='SpatialSqueeze') if self.spatial_squeeze \
+            else logits
+
+    def forward(self, images, *, training):
+        net, end_points = self.forward_base(images, final_endpoint='Mixed_7c',
+                                            training=training)
+        if self.aux_logits is not None:
+            end_points['AuxLogits'] = self._aux_head(end_points['Mixed_6e'], training)
+        if self.global_pool:
+            net = end_points['global_pool'] = tf.reduce_mean(net, [1, 2], keepdims=True,
+                                                             name='GlobalPool')
+        else:
+            net = end_points['AvgPool_1a'] = layers.avg_pool(
+                net, reduced_kernel_size(net, [8, 8]), 2, 'VALID')  # slim's default stride
+        if not self.num_classes:
+            return net, end_points
+        net = end_points['PreLogits'] = layers.dropout(net, self.dropout_keep_prob,
+                                                       training=training)
+        logits = self.logits(net, training=training)
+        if self.spatial_squeeze:
+            logits = tf.squeeze(logits, [1, 2], name='SpatialSqueeze')
+        end_points['Logits'] = logits
+        end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
+        return logits, end_points
+
+
+@register_network('inception_v3', default_image_size=299, preprocessing_name='inception',
+                  checkpoint_num_classes=1001,
+                  checkpoint_file='inception_v3_2016_08_28.tar.gz')
+def inception_v3(num_classes=1000, weight_decay=0.00004, is_training=False,
+                 **options) -> Optional[InceptionV3]:
+    return InceptionV3(num_classes, weight_decay=weight_decay, is_training=is_training,
+                       **options)
