@@ -1,4 +1,4 @@
-"""VGG's options, as TF-Slim's vgg_test checks them (small, fully convolutional inputs)."""
+"""The plain conv nets' options, as TF-Slim's vgg, alexnet and overfeat tests check them."""
 import pytest
 import tensorflow as tf
 
@@ -33,3 +33,11 @@ def test_weight_decay_on_every_weight():
                                       fc_conv_padding='SAME')
     net.build((32, 32, 3))
     assert len(net.regularization_losses()) == 19
+
+
+@pytest.mark.parametrize('name, size, grid', [('alexnet_v2', 300, 4), ('overfeat', 281, 2)])
+def test_alexnet_and_overfeat_run_fully_convolutionally(name, size, grid):
+    net = nets_factory.get_network_fn(name, 4, spatial_squeeze=False)
+    logits, end_points = net(tf.zeros([1, size, size, 3]))
+    assert logits.shape == [1, grid, grid, 4]
+    assert list(end_points)[-1] == f'{name}/fc8'
