@@ -4,7 +4,7 @@ Importing this module imports every net module, which registers itself; the list
 is the only place a new net module must be added.
 """
 from nets import cifarnet, lenet  # noqa: F401  (imported to register)
-from nets import inception_v3, mobilenet_v1, plain_convnets  # noqa: F401
+from nets import inception_v3, mobilenet_v1, plain_convnets, resnet  # noqa: F401
 from nets.mobilenet import mobilenet_v2, mobilenet_v3  # noqa: F401
 from nets import registry
 from nets.network import Network

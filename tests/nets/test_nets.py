@@ -135,7 +135,8 @@ def test_logits_match_golden(name, slim_nets):
     logits, end_points = net(testing_utils.golden_input(net.default_image_size))
     scale = max(1.0, np.abs(golden['logits']).max())
     assert np.abs(logits.numpy() - golden['logits']).max() / scale < 1e-4
-    np.testing.assert_allclose(end_points['Predictions'].numpy(), golden['predictions'],
+    predictions_key = slim_nets[name]['inference']['predictions_key']  # resnets: lower case
+    np.testing.assert_allclose(end_points[predictions_key].numpy(), golden['predictions'],
                                atol=1e-4)
     for key, mean, std in zip(golden['endpoint_names'], golden['endpoint_mean'],
                               golden['endpoint_std']):
@@ -371,7 +372,8 @@ def test_bfloat16_forward_agrees_with_float32(name, slim_nets):
     reference, _ = net(images, training=False)
     low, end_points = net(tf.cast(images, tf.bfloat16), training=False)
     assert low.dtype == tf.bfloat16
-    assert end_points.get('Predictions', low).dtype == tf.bfloat16  # VGG has none
+    predictions_key = slim_nets[name]['inference']['predictions_key'] or 'Logits'
+    assert end_points.get(predictions_key, low).dtype == tf.bfloat16  # VGG has none
     low, reference = tf.cast(low, tf.float32).numpy(), reference.numpy()
     error = np.abs(low - reference).max()
     assert error / np.abs(reference).max() < BF16_TOLERANCE_EXCEPTIONS.get(
