@@ -11,6 +11,14 @@ from nets import layers, nets_factory
 from preprocessing import preprocessing_factory
 
 IMPLEMENTED = nets_factory.network_names()
+# Deeper or wider variants of a family whose base net stays in the default suite: their
+# full-size checks run with `make test-slow` (the family tests build them small).
+HEAVY = {'resnet_v1_101', 'resnet_v1_152', 'resnet_v1_200', 'resnet_v2_101',
+         'resnet_v2_152', 'resnet_v2_200', 'vgg_a', 'vgg_19', 'mobilenet_v2_140'}
+
+
+def _marked(names):
+    return [pytest.param(n, marks=pytest.mark.slow) if n in HEAVY else n for n in names]
 # TF-Slim's preprocessing_factory: model name -> preprocessing family.
 SLIM_PREPROCESSING = {
     'cifarnet': 'cifarnet', 'lenet': 'lenet',
@@ -85,7 +93,7 @@ def _golden_input(shape):
 
 
 @pytest.mark.parametrize('mode', ['inference', 'training'])
-@pytest.mark.parametrize('name', IMPLEMENTED)
+@pytest.mark.parametrize('name', _marked(IMPLEMENTED))
 def test_variables_and_end_points_match_slim(name, mode, slim_nets):
     reference = slim_nets[name]
     net = nets_factory.get_network_fn(name, reference['num_classes'],
@@ -144,7 +152,7 @@ def test_logits_match_golden(name, slim_nets):
         assert end_points[key].numpy().std() == pytest.approx(std, rel=1e-3, abs=1e-4)
 
 
-@pytest.mark.parametrize('name', IMPLEMENTED)
+@pytest.mark.parametrize('name', _marked(IMPLEMENTED))
 def test_num_classes_zero_returns_pre_logits(name, slim_nets):
     net = nets_factory.get_network_fn(name, 0)
     features, end_points = _trace(net, _input_shape(slim_nets[name]))
@@ -361,7 +369,7 @@ def _calibrate_batch_norm(net, images):
         norm.params = params
 
 
-@pytest.mark.parametrize('name', IMPLEMENTED)
+@pytest.mark.parametrize('name', _marked(IMPLEMENTED))
 def test_bfloat16_forward_agrees_with_float32(name, slim_nets):
     net = nets_factory.get_network_fn(name, slim_nets[name]['num_classes'])
     images = _golden_input(_input_shape(slim_nets[name]))
