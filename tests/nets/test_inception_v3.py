@@ -20,6 +20,7 @@ def test_base_parameter_count_and_end_points():
     assert list(end_points)[-1] == 'Mixed_7c' and len(end_points) == 18
 
 
+@pytest.mark.slow  # full-size traces; the zoo test covers the default build
 def test_depth_multiplier_thins_every_layer():
     half = inception_v3.InceptionV3(10, depth_multiplier=0.5)
     features, _ = _trace(lambda x: half.base(x), [1, 299, 299, 3])
@@ -43,6 +44,7 @@ def test_small_input_shrinks_pooling_kernels():
     assert 'InceptionV3/AuxLogits/Conv2d_2a_1x1/weights:0' in names
 
 
+@pytest.mark.slow  # full-size traces; the zoo test covers the default build
 def test_aux_head_optional_and_pre_logits_without_classes():
     net = inception_v3.InceptionV3(10, create_aux_logits=False)
     _, end_points = _trace(lambda x: net(x), [1, 299, 299, 3])
@@ -52,6 +54,7 @@ def test_aux_head_optional_and_pre_logits_without_classes():
     assert features.shape == [1, 1, 1, 2048] and 'Logits' not in end_points
 
 
+@pytest.mark.slow  # full-size traces; the zoo test covers the default build
 def test_global_pool_on_unknown_sizes():
     net = inception_v3.InceptionV3(10, global_pool=True)
     logits, end_points = _trace(lambda x: net(x), [1, None, None, 3])
