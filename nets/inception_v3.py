@@ -10,16 +10,13 @@ from typing import Optional
 
 import tensorflow as tf
 
-from nets import layers
+from nets import inception_blocks, layers
+from nets.inception_blocks import BATCH_NORM, reduced_kernel_size
 from nets.network import EndPoints, Network
 from nets.registry import register_network
 
-BATCH_NORM = layers.BatchNormParams(decay=0.9997, epsilon=0.001, center=True, scale=False)
 
-
-# --- Block descriptions: per block, its branches; per branch, its layers. ---
-# ('conv', name, depth, kernel[, stride, padding]); ('avg'|'max', name, kernel, stride,
-# padding); ('fork', [(name, depth, kernel), ...]): parallel convs concatenated.
+# --- Block descriptions (nets/inception_blocks.py): per block, its branches. ---
 
 def _avg_branch(depth):
     return [('avg', 'AvgPool_0a_3x3', 3, 1, 'SAME'), ('conv', 'Conv2d_0b_1x1', depth, 1)]
@@ -91,42 +88,6 @@ BLOCKS = [
 ]
 
 
-def reduced_kernel_size(inputs, kernel_size):
-    """slim's _reduced_kernel_size_for_small_input: the kernel, capped by the map."""
-    height, width = inputs.shape[1:3]
-    if height is None or width is None:
-        return list(kernel_size)
-    return [min(height, kernel_size[0]), min(width, kernel_size[1])]
-
-
-class _Pool:
-    def __init__(self, pool, kernel, stride, padding):
-        self.pool, self.kernel, self.stride, self.padding = pool, kernel, stride, padding
-
-    def __call__(self, inputs):
-        return self.pool(inputs, self.kernel, self.stride, self.padding)
-
-
-class _Fork(layers.Module):
-    """Parallel convs on one input, concatenated (Mixed_7b/7c's last stage)."""
-
-    def __init__(self, convs):
-        super().__init__('')
-        self.convs = convs
-
-    def forward(self, inputs, *, training):
-        return tf.concat([conv(inputs, training=training) for conv in self.convs], 3)
-
-
-class _Mixed(layers.Module):
-    def __init__(self, name, branches):
-        super().__init__(name)
-        self.branches = branches
-
-    def forward(self, inputs, *, training):
-        return tf.concat([branch(inputs, training=training) for branch in self.branches], 3)
-
-
 class InceptionV3(Network):
 
     default_final_endpoint = 'Mixed_7c'
@@ -144,10 +105,10 @@ class InceptionV3(Network):
         self.global_pool = global_pool
         self.weight_decay = weight_decay
         self._depth = lambda d: max(int(d * depth_multiplier), min_depth)
-        self.stem = [(spec[1], self._layer(spec, 'VALID')) for spec in STEM]
-        self.blocks = [(name, _Mixed(name, [
-            layers.Sequential(f'Branch_{i}', [self._layer(spec, 'SAME') for spec in branch])
-            for i, branch in enumerate(branches)])) for name, branches in BLOCKS]
+        self.stem = [(spec[1], inception_blocks.build_layer(spec, self._conv, 'VALID'))
+                     for spec in STEM]
+        self.blocks = [(name, inception_blocks.build_mixed(name, branches, self._conv))
+                       for name, branches in BLOCKS]
         self.aux_conv_1b = self.aux_logits = self.logits = None
         if num_classes:
             if create_aux_logits:
@@ -168,24 +129,11 @@ class InceptionV3(Network):
                              padding=padding, normalizer=BATCH_NORM,
                              weight_decay=self.weight_decay, **options)
 
-    def _layer(self, spec, default_padding):
-        kind = spec[0]
-        if kind == 'conv':
-            _, name, depth, kernel, *rest = spec
-            stride, padding = rest if rest else (1, default_padding)
-            return self._conv(name, depth, kernel, stride, padding)
-        if kind == 'fork':
-            return _Fork([self._conv(name, depth, kernel) for name, depth, kernel in spec[1]])
-        _, _, kernel, stride, padding = spec
-        return _Pool(layers.avg_pool if kind == 'avg' else layers.max_pool, kernel, stride,
-                     padding)
-
     def forward_base(self, images, *, final_endpoint, training):
         end_points = EndPoints(final_endpoint)
         net = images
         for name, layer in self.stem + self.blocks:
-            net = layer(net, training=training) if isinstance(layer, layers.Module) \
-                else layer(net)
+            net = inception_blocks.apply(layer, net, training=training)
             if end_points.add(name, net):
                 return net, end_points
         raise end_points.unknown_final_endpoint()

@@ -1,0 +1,93 @@
+"""What the Inception family shares: slim's inception_arg_scope batch norm, branches
+described as data, and the small-input kernel reduction.
+
+A branch is a list of layer specs, applied in order:
+    ('conv', name, depth, kernel[, stride, padding])
+    ('avg' | 'max', name, kernel, stride, padding)
+    ('fork', [(name, depth, kernel), ...])   parallel convs on one input, concatenated
+A block (`Mixed`) runs its branches on one input and concatenates them on channels. A
+net turns a spec into a layer with `build_layer(spec, conv, default_padding)`, where
+`conv(name, depth, kernel, stride, padding)` makes its own conv (depth multiplier,
+batch norm, initialiser).
+"""
+from typing import Callable
+
+import tensorflow as tf
+
+from nets import layers
+
+# slim's inception_arg_scope: batch norm decay 0.9997, epsilon 0.001, no gamma.
+BATCH_NORM = layers.BatchNormParams(decay=0.9997, epsilon=0.001, center=True, scale=False)
+
+
+def reduced_kernel_size(inputs, kernel_size):
+    """slim's _reduced_kernel_size_for_small_input: the kernel, capped by the map."""
+    height, width = inputs.shape[1:3]
+    if height is None or width is None:
+        return list(kernel_size)
+    return [min(height, kernel_size[0]), min(width, kernel_size[1])]
+
+
+class Pool:
+    """A pooling layer as a callable of the tensor alone (no variables, no training)."""
+
+    def __init__(self, pool, kernel, stride, padding):
+        self.pool, self.kernel, self.stride, self.padding = pool, kernel, stride, padding
+
+    def __call__(self, inputs):
+        return self.pool(inputs, self.kernel, self.stride, self.padding)
+
+
+class Fork(layers.Module):
+    """Parallel convs on one input, concatenated on channels (no scope of its own)."""
+
+    def __init__(self, convs, axis=-1):
+        super().__init__('')
+        self.convs = convs
+        self.axis = axis
+
+    def forward(self, inputs, *, training):
+        return tf.concat([conv(inputs, training=training) for conv in self.convs], self.axis)
+
+
+class Mixed(layers.Module):
+    """An Inception block: its branches on one input, concatenated on channels."""
+
+    def __init__(self, name, branches, axis=-1):
+        super().__init__(name)
+        self.branches = branches
+        self.axis = axis
+
+    def forward(self, inputs, *, training):
+        return tf.concat([branch(inputs, training=training) for branch in self.branches],
+                         self.axis)
+
+
+def build_layer(spec, conv: Callable, default_padding: str = 'SAME'):
+    """One layer from its spec (see the module docstring)."""
+    kind = spec[0]
+    if kind == 'conv':
+        _, name, depth, kernel, *rest = spec
+        stride, padding = rest if rest else (1, default_padding)
+        return conv(name, depth, kernel, stride, padding)
+    if kind == 'fork':
+        return Fork([conv(name, depth, kernel, 1, 'SAME') for name, depth, kernel in spec[1]])
+    if kind in ('avg', 'max'):
+        _, _, kernel, stride, padding = spec
+        return Pool(layers.avg_pool if kind == 'avg' else layers.max_pool, kernel, stride,
+                    padding)
+    raise ValueError(f'Unknown layer kind {kind!r} in {spec!r}.')
+
+
+def build_mixed(name, branches, conv: Callable, default_padding: str = 'SAME') -> Mixed:
+    """A block from its branch descriptions: Branch_0, Branch_1, ... in order."""
+    return Mixed(name, [
+        layers.Sequential(f'Branch_{i}', [build_layer(spec, conv, default_padding)
+                                          for spec in branch])
+        for i, branch in enumerate(branches)])
+
+
+def apply(layer, inputs, *, training):
+    """Calls a module with `training`, a plain callable (pool) without."""
+    return layer(inputs, training=training) if isinstance(layer, layers.Module) \
+        else layer(inputs)
