@@ -289,6 +289,26 @@ class TestLayerKit:
         assert sorted(v.name for v in net.variables) == ['Outer/conv/biases:0',
                                                          'Outer/conv/weights:0']
 
+    @pytest.mark.parametrize('kernel, map_size, padding', [
+        (7, 7, 'VALID'), (1, 1, 'SAME'), ([2, 3], [2, 3], 'VALID'), (3, 3, 'SAME')])
+    def test_conv_spanning_its_input_equals_the_convolution(self, kernel, map_size, padding):
+        # A kernel spanning the map (fc-as-conv) runs as a matmul; values and gradients
+        # must equal the convolution's. (3, 3, SAME) is not 1x1 out: the conv path.
+        conv = layers.Conv2D('fc', 5, kernel, padding=padding, activation=None,
+                             biases_initializer=None)
+        size = map_size if isinstance(map_size, list) else [map_size, map_size]
+        x = tf.random.stateless_normal([3, *size, 4], seed=[5, 6])
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            ours = conv(x, training=False)
+            theirs = tf.nn.convolution(x, conv.weights, padding=padding)
+        assert ours.shape == theirs.shape
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-5)
+        for source in (x, conv.weights):
+            np.testing.assert_allclose(tape.gradient(ours, source).numpy(),
+                                       tape.gradient(theirs, source).numpy(),
+                                       rtol=1e-5, atol=1e-5)
+
     def test_conv3d_and_3d_pooling(self):
         conv = layers.Conv3D('Conv3d_1a_7x7', 8, [3, 7, 7], stride=2,
                              normalizer=layers.BatchNormParams())
