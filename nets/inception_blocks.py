@@ -91,3 +91,45 @@ def apply(layer, inputs, *, training):
     """Calls a module with `training`, a plain callable (pool) without."""
     return layer(inputs, training=training) if isinstance(layer, layers.Module) \
         else layer(inputs)
+
+
+def whole_map_average(net):
+    """slim's final pooling in v4 and Inception-ResNet-v2: an average over the whole
+    feature map, a mean when its size is unknown. [batch, 1, 1, depth]."""
+    kernel = net.shape[1:3]
+    if kernel.is_fully_defined():
+        return layers.avg_pool(net, kernel.as_list(), 2, 'VALID')
+    return tf.reduce_mean(net, [1, 2], keepdims=True, name='global_pool')
+
+
+class AuxHead(layers.Module):
+    """The auxiliary classifier 'AuxLogits': a 5x5/3 average pool, a 1x1 conv, a VALID
+    conv spanning the whole pooled map, flatten, a fully connected layer.
+
+    The spanning conv's kernel is known only from the first input, so it is made then;
+    a later input of another size fails, as reusing slim's variables would.
+    """
+
+    def __init__(self, conv, *, conv_name: str, logits: layers.FullyConnected):
+        super().__init__('AuxLogits')
+        self._conv = conv
+        self._conv_name = conv_name
+        self.conv_1b = conv('Conv2d_1b_1x1', 128, 1)
+        self.conv_2a = None
+        self.logits = logits
+
+    def forward(self, inputs, *, training):
+        net = layers.avg_pool(inputs, 5, 3, 'VALID')
+        net = self.conv_1b(net, training=training)
+        kernel = net.shape[1:3]
+        if not kernel.is_fully_defined():
+            raise ValueError('The auxiliary head needs a known input height and width; '
+                             'use create_aux_logits=False for inputs of unknown size.')
+        if self.conv_2a is None:
+            self.conv_2a = self._conv(self._conv_name, 768, kernel.as_list(), 1, 'VALID')
+            self.conv_2a.resolve_scopes(self.scope)
+        elif list(self.conv_2a.kernel_size) != kernel.as_list():
+            raise ValueError(f'The auxiliary head was built for a {self.conv_2a.kernel_size} '
+                             f'map, got {kernel.as_list()}: a net takes one input size.')
+        net = layers.flatten(self.conv_2a(net, training=training))
+        return self.logits(net, training=training)
