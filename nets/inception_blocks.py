@@ -15,6 +15,7 @@ from typing import Callable
 import tensorflow as tf
 
 from nets import layers
+from nets.network import EndPoints
 
 # slim's inception_arg_scope: batch norm decay 0.9997, epsilon 0.001, no gamma.
 BATCH_NORM = layers.BatchNormParams(decay=0.9997, epsilon=0.001, center=True, scale=False)
@@ -85,6 +86,18 @@ def build_mixed(name, branches, conv: Callable, default_padding: str = 'SAME') -
         layers.Sequential(f'Branch_{i}', [build_layer(spec, conv, default_padding)
                                           for spec in branch])
         for i, branch in enumerate(branches)])
+
+
+def forward_through(end_point_layers, inputs, *, final_endpoint, training):
+    """Applies (end point, layer) pairs in order, recording each output, up to
+    `final_endpoint`: a net's `forward_base`. Returns (features, EndPoints)."""
+    end_points = EndPoints(final_endpoint)
+    net = inputs
+    for name, layer in end_point_layers:
+        net = apply(layer, net, training=training)
+        if end_points.add(name, net):
+            return net, end_points
+    raise end_points.unknown_final_endpoint()
 
 
 def apply(layer, inputs, *, training):

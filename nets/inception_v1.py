@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from nets import inception_blocks, layers
 from nets.inception_blocks import BATCH_NORM
-from nets.network import EndPoints, Network
+from nets.network import Network
 from nets.registry import register_network
 
 
@@ -81,13 +81,9 @@ class StemAndBlocksNet(Network):
         raise NotImplementedError
 
     def forward_base(self, images, *, final_endpoint, training):
-        end_points = EndPoints(final_endpoint)
-        net = images
-        for name, layer in self.end_point_layers:
-            net = inception_blocks.apply(layer, net, training=training)
-            if end_points.add(name, net):
-                return net, end_points
-        raise end_points.unknown_final_endpoint()
+        return inception_blocks.forward_through(self.end_point_layers, images,
+                                                final_endpoint=final_endpoint,
+                                                training=training)
 
     def forward(self, images, *, training):
         net, end_points = self.forward_base(images, final_endpoint='Mixed_5c',

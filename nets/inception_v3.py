@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from nets import inception_blocks, layers
 from nets.inception_blocks import BATCH_NORM, reduced_kernel_size
-from nets.network import EndPoints, Network
+from nets.network import Network
 from nets.registry import register_network
 
 
@@ -130,13 +130,9 @@ class InceptionV3(Network):
                              weight_decay=self.weight_decay, **options)
 
     def forward_base(self, images, *, final_endpoint, training):
-        end_points = EndPoints(final_endpoint)
-        net = images
-        for name, layer in self.stem + self.blocks:
-            net = inception_blocks.apply(layer, net, training=training)
-            if end_points.add(name, net):
-                return net, end_points
-        raise end_points.unknown_final_endpoint()
+        return inception_blocks.forward_through(self.stem + self.blocks, images,
+                                                final_endpoint=final_endpoint,
+                                                training=training)
 
     def _aux_head(self, mixed_6e, training):
         net = layers.avg_pool(mixed_6e, 5, 3, 'VALID')

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from nets import inception_blocks, layers
 from nets.inception_blocks import BATCH_NORM
-from nets.network import EndPoints, Network
+from nets.network import Network
 from nets.registry import register_network
 
 
@@ -121,13 +121,9 @@ class InceptionV4(Network):
                                      weight_decay=self.weight_decay)
 
     def forward_base(self, images, *, final_endpoint, training):
-        end_points = EndPoints(final_endpoint)
-        net = images
-        for name, layer in self.blocks:
-            net = inception_blocks.apply(layer, net, training=training)
-            if end_points.add(name, net):
-                return net, end_points
-        raise end_points.unknown_final_endpoint()
+        return inception_blocks.forward_through(self.blocks, images,
+                                                final_endpoint=final_endpoint,
+                                                training=training)
 
     def forward(self, images, *, training):
         net, end_points = self.forward_base(images, final_endpoint='Mixed_7d',

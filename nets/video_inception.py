@@ -39,7 +39,7 @@ import numpy as np
 import tensorflow as tf
 
 from nets import inception_blocks, layers
-from nets.network import EndPoints, Network
+from nets.network import Network
 from nets.registry import register_network
 
 # slim's i3d_arg_scope and s3dg_arg_scope: unfused batch norm, no gamma.
@@ -233,13 +233,9 @@ class VideoInception(Network):
         if images.shape.rank != 5:
             raise ValueError('Video nets take clips [batch, frames, height, width, '
                              f'channels]; got a tensor of shape {images.shape}.')
-        end_points = EndPoints(final_endpoint)
-        net = images
-        for name, layer in self.end_point_layers:
-            net = inception_blocks.apply(layer, net, training=training)
-            if end_points.add(name, net):
-                return net, end_points
-        raise end_points.unknown_final_endpoint()
+        return inception_blocks.forward_through(self.end_point_layers, images,
+                                                final_endpoint=final_endpoint,
+                                                training=training)
 
     def forward(self, images, *, training):
         net, end_points = self.forward_base(images, final_endpoint='Mixed_5c',
