@@ -41,7 +41,9 @@ def data_config_from_flags(*, default_batch_size: int, image_size: Optional[int]
         batch_size=FLAGS.batch_size or default_batch_size, image_size=image_size,
         labels_offset=FLAGS.labels_offset, use_grayscale=FLAGS.use_grayscale,
         num_readers=FLAGS.num_readers,
-        num_preprocessing_threads=FLAGS.num_preprocessing_threads, seed=seed)
+        num_preprocessing_threads=FLAGS.num_preprocessing_threads, seed=seed,
+        shuffle_buffer_size=FLAGS.shuffle_buffer_size, deterministic=FLAGS.deterministic,
+        cache=FLAGS.cache)
 
 
 def deployment_config_from_flags() -> model_deploy.DeploymentConfig:

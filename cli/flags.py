@@ -46,7 +46,9 @@ def define_model_flags():
 
 def define_dataset_name_flag(default, purpose):
     flags.DEFINE_string('dataset_name', default, f'{purpose}, one of: '
-                        + ', '.join(dataset_factory.dataset_names()) + '.')
+                        + ', '.join(dataset_factory.dataset_names())
+                        + f', or {dataset_factory.TFDS_PREFIX}<name>[/<config>] for a '
+                        'TensorFlow Datasets dataset (--dataset_dir is its data_dir).')
 
 
 def define_dataset_flags(default_split):
@@ -59,9 +61,16 @@ def define_dataset_flags(default_split):
     flags.DEFINE_string('preprocessing_name', None, 'The preprocessing family, one of: '
                         + ', '.join(preprocessing_factory.available_names())
                         + ', or a model name for its family; default: --model_name\'s.')
-    flags.DEFINE_integer('num_readers', 4, 'TFRecord files read in parallel.')
-    flags.DEFINE_integer('num_preprocessing_threads', 4,
-                         'Threads decoding and preprocessing images.')
+    flags.DEFINE_integer('num_readers', None, 'TFRecord files read in parallel; '
+                         'default: tuned by tf.data (AUTOTUNE).')
+    flags.DEFINE_integer('num_preprocessing_threads', None, 'Images decoded and '
+                         'preprocessed in parallel; default: tuned by tf.data (AUTOTUNE).')
+    flags.DEFINE_integer('shuffle_buffer_size', 2048, 'Training records shuffled at '
+                         'once (after the shard order is shuffled).')
+    flags.DEFINE_bool('deterministic', False, 'Read training data in a reproducible '
+                      'order (with --seed); slower.')
+    flags.DEFINE_bool('cache', False, 'Keep the split\'s records in memory after the '
+                      'first pass (small datasets).')
     flags.DEFINE_integer('batch_size', None, 'Examples per batch (per clone in '
                          'training). Default: 32 to train, 100 to evaluate.')
 
@@ -146,3 +155,38 @@ def define_checkpoint_flag(help_text):
     flags.DEFINE_string('checkpoint_path', None, help_text)
 
 
+
+
+# --- Conversion (download_and_convert_data.py). ---
+
+def define_conversion_flags():
+    flags.DEFINE_string('dataset_dir', None,
+                        'Directory the TFRecords and labels.txt are written to (created if '
+                        'missing); downloads are stored there too. For tfds:<name>, the '
+                        'TFDS data_dir.')
+    flags.DEFINE_bool('keep_archives', False,
+                      'Keep the downloaded archives after conversion (TF-Slim deleted '
+                      'them). Kept archives are verified and reused, not downloaded again, '
+                      'when the conversion is re-run.')
+    flags.DEFINE_string('source_dir', None, 'Data you provide. image_folder: a directory '
+                        'with one sub-directory of images per class. imagenet: a directory '
+                        'holding ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar, or '
+                        'train/ (one directory per synset) and val/ extracted from them. '
+                        'visualwakewords: a COCO 2014 directory with train2014/, val2014/ '
+                        'and annotations/instances_{train,val}2014.json.')
+    flags.DEFINE_float('validation_percentage', 10.0, 'image_folder: percentage of each '
+                       'class held out for the validation split (seeded, stratified).')
+    flags.DEFINE_integer('train_shards', None, 'Shards of the train split; default: the '
+                         'dataset\'s (imagenet 1024, visualwakewords 100, image_folder one '
+                         'per 1,000 images).')
+    flags.DEFINE_integer('validation_shards', None, 'Shards of the validation split; '
+                         'default: the dataset\'s (imagenet 128, visualwakewords 10).')
+    flags.DEFINE_string('bounding_boxes', None, 'imagenet: the bounding-box annotations, '
+                        'ILSVRC2012_bbox_train_v2.tar.gz or its extracted directory of '
+                        'XML files (optional).')
+    flags.DEFINE_float('small_object_area_threshold', 0.005, 'visualwakewords: objects '
+                       'smaller than this fraction of the image do not count.')
+    flags.DEFINE_string('foreground_class_of_interest', 'person', 'visualwakewords: the '
+                        'COCO category that makes label 1.')
+    flags.DEFINE_integer('num_workers', None, 'Images encoded in parallel; default: one '
+                         'per core.')

@@ -28,9 +28,12 @@ class DataConfig:
     image_size: Optional[int] = None
     labels_offset: int = 0
     use_grayscale: bool = False
-    num_readers: int = 4
-    num_preprocessing_threads: int = 4
+    num_readers: Optional[int] = None  # None: AUTOTUNE
+    num_preprocessing_threads: Optional[int] = None
     seed: Optional[int] = None
+    shuffle_buffer_size: int = 2048
+    deterministic: bool = False
+    cache: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,14 +70,23 @@ def _assemble_data(data: DataConfig, is_training: bool) -> _Assembly:
     spec = dataset_factory.get_dataset(data.dataset_name, data.dataset_split_name,
                                        data.dataset_dir, data.file_pattern)
     network_spec = nets_factory.get_spec(data.model_name)
+    family = _preprocessing_family(data.preprocessing_name, network_spec)
     preprocess = preprocessing_factory.get_preprocessing(
-        _preprocessing_family(data.preprocessing_name, network_spec),
-        is_training=is_training, use_grayscale=data.use_grayscale)
+        family, is_training=is_training, use_grayscale=data.use_grayscale)
     image_size = data.image_size or network_spec.default_image_size
-    input_fn = input_pipeline.make_input_fn(spec, preprocess, input_pipeline.InputConfig(
-        batch_size=data.batch_size, image_size=image_size, is_training=is_training,
-        labels_offset=data.labels_offset, num_readers=data.num_readers,
-        num_preprocessing_threads=data.num_preprocessing_threads, seed=data.seed))
+    # Inception training crops while decoding, guided by the record's boxes.
+    inception_training = is_training and family == 'inception'
+    try:
+        config = input_pipeline.InputConfig(
+            batch_size=data.batch_size, image_size=image_size, is_training=is_training,
+            labels_offset=data.labels_offset, num_readers=data.num_readers,
+            num_preprocessing_threads=data.num_preprocessing_threads, seed=data.seed,
+            shuffle_buffer_size=data.shuffle_buffer_size,
+            deterministic=data.deterministic, cache=data.cache, report_skipped=True,
+            decode_in_preprocessing=inception_training, use_bboxes=inception_training)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    input_fn = input_pipeline.make_input_fn(spec, preprocess, config)
     channels = _image_channels(spec.image_shape[-1], data.use_grayscale)
     return _Assembly(spec, _num_classes(spec.num_classes, data.labels_offset),
                      (image_size, image_size, channels), input_fn)
@@ -147,6 +159,12 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
     metrics = eval_loop.evaluate(network, assembly.input_fn(None),
                                  num_examples=assembly.spec.num_samples,
                                  max_num_batches=max_num_batches)
+    accounted = metrics['num_examples'] + metrics['num_unreadable']
+    if max_num_batches is None and accounted != assembly.spec.num_samples:
+        logging.warning('The split should hold %d examples; %d were read and %d could not '
+                        'be decoded (a damaged shard ends at the damage).',
+                        assembly.spec.num_samples, metrics['num_examples'],
+                        metrics['num_unreadable'])
     eval_loop.report(metrics, eval_dir, eval_loop.EvaluationRecord(
         checkpoint=checkpoint, global_step=global_step, model_name=data.model_name,
         dataset_name=data.dataset_name, split_name=data.dataset_split_name))

@@ -1,19 +1,29 @@
 """Looks datasets up by name: the one entry point for readers and the converter script."""
 import dataclasses
+import inspect
 import os
-from typing import Mapping
+from typing import Callable, Mapping
 
 import tensorflow as tf
 
 from datasets import cifar10
 from datasets import dataset_utils
+from datasets import flowers
+from datasets import image_folder
+from datasets import imagenet
 from datasets import mnist
 from datasets import shapes
+from datasets import tfds_datasets
+from datasets import visualwakewords
 from core.errors import UsageError
 
-# The registry: each module declares its own INFO and download_and_convert; adding a
-# dataset means adding its module here, nothing else.
-_DATASET_MODULES = {module.INFO.name: module for module in (cifar10, mnist, shapes)}
+# The registry: each module declares its NAME (or a static INFO), download_and_convert,
+# and, when its facts depend on the converted data, load_info(dataset_dir). Adding a
+# dataset means adding its module here, nothing else. "tfds:<name>" is any TFDS dataset.
+_DATASET_MODULES = {getattr(module, "NAME", None) or module.INFO.name: module
+                    for module in (cifar10, flowers, image_folder, imagenet, mnist, shapes,
+                                   visualwakewords)}
+TFDS_PREFIX = tfds_datasets.PREFIX
 
 
 def dataset_names() -> tuple[str, ...]:
@@ -21,9 +31,11 @@ def dataset_names() -> tuple[str, ...]:
 
 
 def _module(name: str):
+    if name and name.startswith(TFDS_PREFIX):
+        return tfds_datasets
     if name not in _DATASET_MODULES:
         raise UsageError(f"Unknown dataset name {name!r}; use --dataset_name with one of: "
-                         f"{', '.join(dataset_names())}.")
+                         f"{', '.join(dataset_names())}, or {TFDS_PREFIX}<name>[/<config>].")
     return _DATASET_MODULES[name]
 
 
@@ -32,9 +44,17 @@ def _require_dataset_dir(dataset_dir: str | None) -> None:
         raise UsageError("No dataset directory given; pass --dataset_dir=DIR.")
 
 
-def get_info(name: str) -> dataset_utils.DatasetInfo:
-    """Static facts about a dataset (splits, classes, shape); needs no files."""
-    return _module(name).INFO
+def get_info(name: str, dataset_dir: str | None = None) -> dataset_utils.DatasetInfo:
+    """Facts about a dataset (splits, classes, shape). Fixed datasets need no files;
+    image_folder and TFDS datasets read them from dataset_dir."""
+    module = _module(name)
+    if hasattr(module, "load_info"):
+        if not dataset_dir:
+            raise UsageError(f"{name} reads its classes and splits from the converted "
+                             f"data; pass --dataset_dir=DIR.")
+        return (module.load_info(name, dataset_dir) if module is tfds_datasets
+                else module.load_info(dataset_dir))
+    return module.INFO
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,13 +67,17 @@ class DatasetSpec:
     num_samples: int
     num_classes: int
     labels_to_names: dict[int, str]
-    image_shape: tuple[int, int, int]
+    image_shape: tuple
     items_to_descriptions: Mapping[str, str]
     dataset_dir: str
+    # serialized record -> {'encoded', 'label', 'bboxes'}; TFDS records differ.
+    parse: Callable = dataset_utils.parse_example
+    # The split's files when they are listed, not globbed (TFDS); empty: file_pattern.
+    files: tuple = ()
 
     def list_files(self) -> list[str]:
         """The sorted TFRecord files of this split; UsageError if there are none."""
-        files = sorted(tf.io.gfile.glob(self.file_pattern))
+        files = list(self.files) or sorted(tf.io.gfile.glob(self.file_pattern))
         if not files:
             raise UsageError(
                 f"No files match {self.file_pattern}; run download_and_convert_data.py "
@@ -62,7 +86,11 @@ class DatasetSpec:
 
     def decode(self, serialized_example: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """(uint8 image [H, W, C], int64 label) from one record; fits tf.data map."""
-        return dataset_utils.decode_example(serialized_example, self.image_shape)
+        features = self.parse(serialized_example)
+        return self.decode_image(features["encoded"]), features["label"]
+
+    def decode_image(self, encoded: tf.Tensor) -> tf.Tensor:
+        return dataset_utils.decode_image(encoded, self.image_shape)
 
 
 def get_dataset(name: str, split_name: str, dataset_dir: str,
@@ -72,11 +100,13 @@ def get_dataset(name: str, split_name: str, dataset_dir: str,
     file_pattern, like TF-Slim's, overrides the file name template: relative to
     dataset_dir, with %s replaced by the split name.
     """
-    info = get_info(name)
+    _require_dataset_dir(dataset_dir)
+    if name and name.startswith(TFDS_PREFIX):
+        return DatasetSpec(**tfds_datasets.split_fields(name, split_name, dataset_dir))
+    info = get_info(name, dataset_dir)
     if split_name not in info.splits_to_sizes:
         raise UsageError(f"Unknown split {split_name!r} for dataset {name}; use one of: "
                          f"{', '.join(info.splits_to_sizes)}.")
-    _require_dataset_dir(dataset_dir)
     pattern = file_pattern or info.file_pattern
     if "%s" in pattern:
         pattern = pattern % split_name
@@ -97,11 +127,19 @@ def get_dataset(name: str, split_name: str, dataset_dir: str,
     )
 
 
-def download_and_convert(name: str, dataset_dir: str, keep_archives: bool = False) -> None:
-    """Downloads (or generates) dataset name and writes its TFRecords to dataset_dir."""
+def download_and_convert(name: str, dataset_dir: str, keep_archives: bool = False,
+                         options: dataset_utils.ConvertOptions | None = None) -> None:
+    """Downloads (or generates, or reads from options.source_dir) dataset name and writes
+    its TFRecords to dataset_dir."""
     if not name:
         raise UsageError(f"No dataset name given; pass --dataset_name with one of: "
                          f"{', '.join(dataset_names())}.")
     module = _module(name)
     _require_dataset_dir(dataset_dir)
-    module.download_and_convert(dataset_dir, keep_archives=keep_archives)
+    options = options or dataset_utils.ConvertOptions(keep_archives=keep_archives)
+    if module is tfds_datasets:
+        tfds_datasets.download_and_prepare(name, dataset_dir)
+    elif "options" in inspect.signature(module.download_and_convert).parameters:
+        module.download_and_convert(dataset_dir, options=options)
+    else:
+        module.download_and_convert(dataset_dir, keep_archives=options.keep_archives)

@@ -8,8 +8,11 @@ TF-Slim reads unchanged:
   image/height       int64
   image/width        int64
 """
+import concurrent.futures
 import dataclasses
+import json
 import os
+import threading
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -95,22 +98,11 @@ def write_tfrecord(output_path: str, images: np.ndarray, labels: Sequence[int]) 
             tf.io.gfile.remove(temp_path)
 
 
-_FEATURES = {
-    "image/encoded": tf.io.FixedLenFeature([], tf.string),
-    "image/class/label": tf.io.FixedLenFeature([], tf.int64),
-}
-
-
 def decode_example(serialized_example: tf.Tensor,
                    image_shape: Sequence[int | None]) -> tuple[tf.Tensor, tf.Tensor]:
     """Parses one serialized Example into (uint8 image [H, W, C], int64 label)."""
-    features = tf.io.parse_single_example(serialized_example, _FEATURES)
-    # decode_image sniffs PNG/JPEG from the bytes, so image/format needs no branch.
-    image = tf.io.decode_image(features["image/encoded"], channels=image_shape[-1],
-                               dtype=tf.uint8, expand_animations=False)
-    # ensure_shape both sets the static shape and fails loudly on a wrong-sized image.
-    image = tf.ensure_shape(image, image_shape)
-    return image, features["image/class/label"]
+    features = parse_example(serialized_example)
+    return decode_image(features["encoded"], image_shape), features["label"]
 
 
 def write_label_file(labels_to_class_names: Mapping[int, str], dataset_dir: str,
@@ -143,3 +135,136 @@ def read_label_file(dataset_dir: str, filename: str = LABELS_FILENAME) -> dict[i
         label, name = line.split(":", 1)
         labels_to_class_names[int(label)] = name
     return labels_to_class_names
+
+
+def float_feature(values) -> tf.train.Feature:
+    if not isinstance(values, (tuple, list)):
+        values = [values]
+    return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+
+
+BBOX_KEYS = ("ymin", "xmin", "ymax", "xmax")  # the order tf.image's box ops use
+
+
+def image_example(image_data: bytes, image_format: bytes, height: int, width: int,
+                  class_id: int, extra: Mapping[str, tf.train.Feature] | None = None,
+                  bboxes: Sequence[Sequence[float]] = ()) -> tf.train.Example:
+    """image_to_tfexample plus optional features, e.g. image/class/text, and boxes.
+
+    bboxes are [ymin, xmin, ymax, xmax] in [0, 1], written as TF-Slim's
+    image/object/bbox/{ymin,xmin,ymax,xmax} float lists.
+    """
+    example = image_to_tfexample(image_data, image_format, height, width, class_id)
+    feature = example.features.feature
+    for key, value in (extra or {}).items():
+        feature[key].CopyFrom(value)
+    if bboxes:
+        for index, key in enumerate(BBOX_KEYS):
+            feature[f"image/object/bbox/{key}"].CopyFrom(
+                float_feature([float(box[index]) for box in bboxes]))
+    return example
+
+
+def shard_paths(dataset_dir: str, name_template: str, num_shards: int) -> list[str]:
+    """name_template has two %d: shard index and shard count."""
+    return [os.path.join(dataset_dir, name_template % (index, num_shards))
+            for index in range(num_shards)]
+
+
+def write_sharded_examples(paths: Sequence[str], items: Sequence, to_example,
+                           label: str, num_workers: int | None = None) -> int:
+    """Writes items into len(paths) shards of contiguous ranges, shards in parallel.
+
+    to_example(item) returns a tf.train.Example, or None to leave the item out (the
+    caller has already listed it). Each shard is written under a temporary name and
+    renamed when complete; a shard that already exists is kept, so an interrupted
+    conversion resumes where it stopped. Returns the number of records in all shards.
+    """
+    num_shards = len(paths)
+    per_shard = -(-len(items) // num_shards) if items else 0  # ceil, as TF-Slim split
+    ranges = [items[i * per_shard:(i + 1) * per_shard] for i in range(num_shards)]
+    todo = [(path, part) for path, part in zip(paths, ranges) if not os.path.exists(path)]
+    progress = ProgressBar(label, sum(len(part) for _, part in todo), unit="images")
+    lock = threading.Lock()
+    done = [0]
+
+    def write(path, part):
+        temp_path = path + ".incomplete"
+        written = 0
+        try:
+            with tf.io.TFRecordWriter(temp_path) as writer:
+                for item in part:
+                    example = to_example(item)
+                    if example is not None:
+                        writer.write(example.SerializeToString())
+                        written += 1
+                    with lock:
+                        done[0] += 1
+                        progress.update(done[0])
+            tf.io.gfile.rename(temp_path, path, overwrite=True)
+        finally:
+            if tf.io.gfile.exists(temp_path):
+                tf.io.gfile.remove(temp_path)
+        return written
+
+    # TensorFlow's decode/encode ops release the GIL, so threads use every core.
+    workers = num_workers or os.cpu_count() or 1
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(write, path, part) for path, part in todo]
+        total = sum(future.result() for future in futures)
+    progress.close()
+    kept = [path for path in paths if path not in {p for p, _ in todo}]
+    return total + sum(count_records(path) for path in kept)
+
+
+def count_records(path: str) -> int:
+    return int(tf.data.TFRecordDataset(path).reduce(0, lambda count, _: count + 1))
+
+
+_EXAMPLE_FEATURES = {
+    "image/encoded": tf.io.FixedLenFeature([], tf.string),
+    "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+    **{f"image/object/bbox/{key}": tf.io.VarLenFeature(tf.float32) for key in BBOX_KEYS},
+}
+
+
+def parse_example(serialized_example: tf.Tensor) -> dict:
+    """{'encoded': bytes, 'label': int64, 'bboxes': float32 [N, 4] ymin, xmin, ymax, xmax}."""
+    features = tf.io.parse_single_example(serialized_example, _EXAMPLE_FEATURES)
+    bboxes = tf.stack([tf.sparse.to_dense(features[f"image/object/bbox/{key}"])
+                       for key in BBOX_KEYS], axis=1)
+    return {"encoded": features["image/encoded"], "label": features["image/class/label"],
+            "bboxes": bboxes}
+
+
+def decode_image(encoded: tf.Tensor, image_shape: Sequence[int | None]) -> tf.Tensor:
+    """uint8 [H, W, C] from PNG/JPEG/GIF/BMP bytes; the static shape set to image_shape."""
+    image = tf.io.decode_image(encoded, channels=image_shape[-1], dtype=tf.uint8,
+                               expand_animations=False)
+    return tf.ensure_shape(image, image_shape)
+
+
+def write_json(path: str, content) -> None:
+    """Writes JSON atomically: the file appears only when complete."""
+    with tf.io.gfile.GFile(path + ".incomplete", "w") as f:
+        json.dump(content, f, indent=2, sort_keys=True)
+        f.write("\n")
+    tf.io.gfile.rename(path + ".incomplete", path, overwrite=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertOptions:
+    """What a converter may need beyond dataset_dir; each uses the fields it knows."""
+
+    keep_archives: bool = False
+    source_dir: str | None = None            # user-provided data (image_folder, imagenet, ...)
+    validation_percentage: float = 10.0      # image_folder
+    train_shards: int | None = None          # None: the dataset's own default
+    validation_shards: int | None = None
+    bounding_boxes: str | None = None        # imagenet: annotation archive or directory
+    small_object_area_threshold: float = 0.005   # visualwakewords
+    foreground_class_of_interest: str = "person"
+    num_workers: int | None = None           # parallel encoders; default: every core
+
+
+METADATA_FILENAME = "dataset_info.json"

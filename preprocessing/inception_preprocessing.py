@@ -73,14 +73,14 @@ def distort_color(image, color_ordering=0, fast_mode=True):
     return tf.clip_by_value(image, 0.0, 1.0)
 
 
-def distorted_bounding_box_crop(image, bbox, min_object_covered=0.1,
-                                aspect_ratio_range=(0.75, 1.33),
-                                area_range=(0.05, 1.0), max_attempts=100):
-    """Random crop covering part of `bbox`; the whole image if no box is found."""
+def _sample_crop_window(image_shape, bbox, min_object_covered=0.1,
+                        aspect_ratio_range=(0.75, 1.33), area_range=(0.05, 1.0),
+                        max_attempts=100):
+    """(begin, size) of a random crop covering part of `bbox`; whole image if none fits."""
     # The stateful TF2 op ignores tf.random.set_seed; a seed drawn here honours it.
     seed = tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32)
     begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
-        tf.shape(image),
+        image_shape,
         bounding_boxes=bbox,
         seed=seed,
         min_object_covered=min_object_covered,
@@ -88,17 +88,53 @@ def distorted_bounding_box_crop(image, bbox, min_object_covered=0.1,
         area_range=area_range,
         max_attempts=max_attempts,
         use_image_if_no_bounding_boxes=True)
+    return begin, size
+
+
+def distorted_bounding_box_crop(image, bbox, **kwargs):
+    """Random crop covering part of `bbox`; the whole image if no box is found."""
+    begin, size = _sample_crop_window(tf.shape(image), bbox, **kwargs)
     return tf.slice(image, begin, size)
+
+
+def decode_and_crop(encoded, bbox):
+    """Decodes only the random crop of a JPEG (tf.image.decode_and_crop_jpeg: no full-size
+    decode); other formats are decoded whole, then cropped. uint8 RGB."""
+    def crop_jpeg():
+        begin, size = _sample_crop_window(tf.image.extract_jpeg_shape(encoded), bbox)
+        window = tf.stack([begin[0], begin[1], size[0], size[1]])
+        return tf.image.decode_and_crop_jpeg(encoded, window, channels=3)
+
+    def crop_other():
+        image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+        return distorted_bounding_box_crop(image, bbox)
+
+    image = tf.cond(tf.io.is_jpeg(encoded), crop_jpeg, crop_other)
+    image.set_shape([None, None, 3])
+    return image
+
+
+def _decode(encoded):
+    image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+    image.set_shape([None, None, 3])
+    return image
 
 
 def preprocess_for_train(image, height, width, bbox=None, fast_mode=True,
                          random_crop=True, use_grayscale=False):
-    """Random box crop, resize, flip and colour jitter; float32 in [-1, 1]."""
-    image = image_ops.to_rgb(tf.convert_to_tensor(image))
-    if image.dtype != tf.float32:
-        image = tf.image.convert_image_dtype(image, tf.float32)
+    """Random box crop, resize, flip and colour jitter; float32 in [-1, 1].
+
+    `image` may be encoded (a string tensor): a JPEG is then decoded only inside the crop.
+    """
     if bbox is None:
         bbox = tf.constant([0.0, 0.0, 1.0, 1.0], dtype=tf.float32, shape=[1, 1, 4])
+    image = tf.convert_to_tensor(image)
+    if image.dtype == tf.string:
+        image = decode_and_crop(image, bbox) if random_crop else _decode(image)
+        random_crop = False
+    image = image_ops.to_rgb(image)
+    if image.dtype != tf.float32:
+        image = tf.image.convert_image_dtype(image, tf.float32)
     if random_crop:
         image = distorted_bounding_box_crop(image, bbox)
         image.set_shape([None, None, 3])  # tf.slice loses the channel count.
@@ -123,7 +159,10 @@ def preprocess_for_train(image, height, width, bbox=None, fast_mode=True,
 def preprocess_for_eval(image, height, width, central_fraction=CENTRAL_FRACTION,
                         central_crop=True, use_grayscale=False):
     """Central crop of 87.5%, TF1 bilinear resize; float32 in [-1, 1]."""
-    image = image_ops.to_rgb(tf.convert_to_tensor(image))
+    image = tf.convert_to_tensor(image)
+    if image.dtype == tf.string:
+        image = _decode(image)
+    image = image_ops.to_rgb(image)
     if image.dtype != tf.float32:
         image = tf.image.convert_image_dtype(image, tf.float32)
     if use_grayscale:
@@ -139,6 +178,10 @@ def preprocess_for_eval(image, height, width, central_fraction=CENTRAL_FRACTION,
 def preprocess_image(image, height, width, is_training=False, use_grayscale=False,
                      bbox=None, fast_mode=True, crop_image=True):
     """Float32 [height, width, C] in [-1, 1]; uint8 input is scaled from [0, 255].
+
+    `image` may also be the encoded bytes (JPEG, PNG, ...), decoded here; in training a
+    JPEG is decoded only inside the random crop. `bbox` [1, N, 4] (ymin, xmin, ymax,
+    xmax in [0, 1]) guides the training crop, as TF-Slim's did.
 
     One-channel input is repeated to RGB first (the colour jitter needs 3 channels).
     """

@@ -30,7 +30,7 @@ BAD_TRAINING = {
     'no_dataset_dir': (['--dataset_name=shapes', '--model_name=cifarnet'],
                        ['--dataset_dir']),
     'unknown_dataset': (['--dataset_name=imagenet2', '--dataset_dir=/tmp',
-                         '--model_name=cifarnet'], ['imagenet2', 'cifar10, mnist, shapes']),
+                         '--model_name=cifarnet'], ['imagenet2', 'cifar10, flowers, image_folder']),
     'unknown_model': (['--dataset_name=shapes', '--dataset_dir={shapes}',
                        '--model_name=resnet_v9'], ['resnet_v9', 'cifarnet', 'lenet']),
     'unknown_optimizer': (SHAPES + ['--optimizer=adamw2'], ['adamw2', 'rmsprop', 'sgd']),

@@ -77,3 +77,14 @@ def write_small_shapes(dataset_dir, num_train=64, num_validation=37, seed=0):
         written[split] = (images, labels)
     dataset_utils.write_label_file(shapes.INFO.labels_to_names(), dataset_dir)
     return written
+
+
+def encoded_image(height, width, seed, image_format="jpeg", channels=3) -> bytes:
+    """A small random image, JPEG or PNG encoded by TensorFlow."""
+    import numpy as np
+    import tensorflow as tf
+    pixels = np.random.default_rng(seed).integers(0, 256, (height, width, channels),
+                                                  dtype=np.uint8)
+    if image_format == "png":
+        return tf.io.encode_png(pixels).numpy()
+    return tf.io.encode_jpeg(pixels, quality=90).numpy()

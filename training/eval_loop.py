@@ -16,7 +16,9 @@ def evaluate(network, dataset: tf.data.Dataset, *, num_examples: Optional[int] =
     """Counts top-1 and top-5 hits over every example of `dataset`, once each.
 
     `dataset` yields (images, labels) batches and must not repeat; the last batch may
-    be short. `num_examples` only sizes the progress bar.
+    be short. Batches may carry a third item, the count of examples the input pipeline
+    could not decode so far (reported as num_unreadable). `num_examples` only sizes the
+    progress bar.
     """
 
     @tf.function
@@ -28,18 +30,25 @@ def evaluate(network, dataset: tf.data.Dataset, *, num_examples: Optional[int] =
         top5 = tf.cast(tf.math.in_top_k(labels, logits, k), tf.int64)
         return tf.reduce_sum(top1), tf.reduce_sum(top5), tf.size(labels, tf.int64)
 
-    correct = in_top5 = seen = 0
+    correct = in_top5 = seen = unreadable = 0
     progress = ProgressBar('eval', num_examples)
-    for batch_index, (images, labels) in enumerate(dataset):
+    for batch_index, (images, labels, *skipped) in enumerate(dataset):
         if max_num_batches is not None and batch_index >= max_num_batches:
             break
+        if skipped:
+            unreadable = int(skipped[0])
+        if labels.shape[0] == 0:  # a batch of unreadable examples only
+            continue
         top1, top5, size = (int(x) for x in count_hits(images, labels))
         correct, in_top5, seen = correct + top1, in_top5 + top5, seen + size
         progress.update(seen)
     progress.close()
     if seen == 0:
         raise ValueError('The evaluation split yielded no examples.')
-    return {'Accuracy': correct / seen, 'Recall_5': in_top5 / seen, 'num_examples': seen}
+    if unreadable:
+        print(f'eval/unreadable_examples: {unreadable} (skipped; not in the metrics)')
+    return {'Accuracy': correct / seen, 'Recall_5': in_top5 / seen, 'num_examples': seen,
+            'num_unreadable': unreadable}
 
 
 @dataclasses.dataclass(frozen=True)

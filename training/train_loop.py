@@ -164,13 +164,17 @@ class Trainer:
         return metrics, images[:self.config.num_image_summaries]
 
     def _step(self, iterator):
-        images, labels = next(iterator)
+        # An optional third item: examples the input pipeline could not decode so far.
+        images, labels, *skipped = next(iterator)
         metrics, first_images = self.strategy.run(self._replica_step, args=(images, labels))
         if self.moving_averages is not None:
             self.moving_averages.update(num_updates=self.global_step)
         self.global_step.assign_add(1)
         mean = tf.distribute.ReduceOp.MEAN
         metrics = {k: self.strategy.reduce(mean, v, axis=None) for k, v in metrics.items()}
+        if skipped:  # counted per input pipeline: this worker's
+            metrics['input/skipped_examples'] = tf.reduce_max(
+                tf.stack(self.strategy.experimental_local_results(skipped[0])))
         return metrics, self.strategy.experimental_local_results(first_images)[0]
 
     def _train_steps_fn(self, iterator, num_steps):
@@ -198,7 +202,8 @@ class Trainer:
             return
         with writer.as_default(step=step):
             for name, value in metrics.items():
-                tag = name if name in ('total_loss', 'learning_rate') else f'losses/{name}'
+                tag = (name if name in ('total_loss', 'learning_rate') or '/' in name
+                       else f'losses/{name}')
                 tf.summary.scalar(tag, value)
             if steps_per_sec is not None:
                 tf.summary.scalar('global_step/sec', steps_per_sec)
@@ -226,7 +231,7 @@ class Trainer:
         writer = (tf.summary.create_file_writer(config.train_dir)
                   if self.is_chief else None)
         last_save = last_summary = time.time()
-        metrics, traced = {}, False
+        metrics, traced, skipped_logged = {}, False, 0
         with _StopRequest() as stop:
             while max_steps is None or step < max_steps:
                 num_steps = config.log_every_n_steps - step % config.log_every_n_steps
@@ -237,6 +242,10 @@ class Trainer:
                     self.runner.run(self._train_steps, num_steps))
                 metrics = {k: float(v) for k, v in metrics.items()}
                 elapsed = time.time() - started
+                skipped = int(metrics.get('input/skipped_examples', 0))
+                if skipped > skipped_logged:  # at most once per log line
+                    logging.warning('Skipped %d unreadable example(s) so far.', skipped)
+                    skipped_logged = skipped
                 step = int(self.global_step.numpy())
                 if not math.isfinite(metrics['total_loss']):
                     self._diverged(step, metrics['total_loss'])

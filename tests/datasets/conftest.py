@@ -12,6 +12,7 @@ import threading
 import numpy as np
 import pytest
 import tensorflow as tf
+import testing_utils
 
 from datasets import dataset_factory
 
@@ -135,6 +136,27 @@ def read_split():
         spec = dataset_factory.get_dataset(name, split_name, str(dataset_dir))
         records = tf.data.TFRecordDataset(spec.list_files()).map(spec.decode)
         images, labels = zip(*records.as_numpy_iterator())
+        if len({image.shape for image in images}) > 1:  # images of varying size
+            return list(images), np.array(labels)
         return np.stack(images), np.array(labels)
 
     return read
+
+
+@pytest.fixture
+def image_tree(tmp_path):
+    """SOURCE/<class>/ with 6 readable images per class (JPEG and PNG), plus one corrupt
+    JPEG and one text file, which conversion must list and skip."""
+    source = tmp_path / "my_images"
+    for label, name in enumerate(("cats", "dogs", "zebras")):
+        directory = source / name
+        directory.mkdir(parents=True)
+        for index in range(6):
+            image_format = "png" if index == 5 else "jpeg"
+            suffix = "png" if image_format == "png" else "jpg"
+            (directory / f"{name}_{index}.{suffix}").write_bytes(
+                testing_utils.encoded_image(20 + index, 24 + label, seed=10 * label + index,
+                              image_format=image_format))
+    (source / "dogs" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    (source / "zebras" / "notes.txt").write_text("not an image\n")
+    return source

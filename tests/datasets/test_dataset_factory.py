@@ -11,7 +11,9 @@ from core.errors import UsageError
 
 
 def test_dataset_names():
-    assert dataset_factory.dataset_names() == ("cifar10", "mnist", "shapes")
+    assert dataset_factory.dataset_names() == (
+        "cifar10", "flowers", "image_folder", "imagenet", "mnist", "shapes",
+        "visualwakewords")
 
 
 @pytest.mark.parametrize("name, split, path, samples, shape, first_class", [
@@ -60,8 +62,8 @@ def test_file_pattern_override_is_a_template_relative_to_dataset_dir():
 
 
 def test_unknown_name_lists_valid_names():
-    with pytest.raises(UsageError, match=r"'imagenet'.*cifar10, mnist, shapes"):
-        dataset_factory.get_dataset("imagenet", "train", "/d")
+    with pytest.raises(UsageError, match=r"'imagenet2'.*cifar10, flowers, .*tfds:<name>"):
+        dataset_factory.get_dataset("imagenet2", "train", "/d")
 
 
 def test_unknown_split_lists_valid_splits():
@@ -76,7 +78,7 @@ def test_missing_dataset_dir_names_the_flag(dataset_dir):
 
 
 def test_download_and_convert_rejects_missing_name_and_dir():
-    with pytest.raises(UsageError, match="--dataset_name.*cifar10, mnist, shapes"):
+    with pytest.raises(UsageError, match="--dataset_name.*cifar10, flowers, image_folder"):
         dataset_factory.download_and_convert(None, "/d")
     with pytest.raises(UsageError, match="--dataset_dir"):
         dataset_factory.download_and_convert("mnist", "")

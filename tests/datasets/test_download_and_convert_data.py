@@ -15,10 +15,13 @@ def _run(project_root, *args):
 
 
 BAD_INPUT = {
-    "no_flags": ([], "--dataset_name with one of: cifar10, mnist, shapes"),
-    "unknown_name": (["--dataset_name=imagenet", "--dataset_dir=/tmp/x"],
-                     "Unknown dataset name 'imagenet'; use --dataset_name with one of: "
-                     "cifar10, mnist, shapes"),
+    "no_flags": ([], "--dataset_name with one of: cifar10, flowers, image_folder"),
+    "unknown_name": (["--dataset_name=imagenet2", "--dataset_dir=/tmp/x"],
+                     "Unknown dataset name 'imagenet2'; use --dataset_name with one of: "
+                     "cifar10, flowers, image_folder, imagenet, mnist, shapes, "
+                     "visualwakewords, or tfds:<name>[/<config>]"),
+    "image_folder_without_source": (["--dataset_name=image_folder", "--dataset_dir=/tmp/x"],
+                                    "pass --source_dir=DIR"),
     "no_dir": (["--dataset_name=mnist"], "pass --dataset_dir=DIR"),
     "empty_dir": (["--dataset_name=mnist", "--dataset_dir="], "pass --dataset_dir=DIR"),
     "stray_argument": (["--dataset_name=mnist", "--dataset_dir=/tmp/x", "stray"],
