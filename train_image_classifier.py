@@ -25,6 +25,11 @@ DEFAULT_BATCH_SIZE = 32
 
 def main(argv):
     del argv
+    if FLAGS.quantize_delay is not None:
+        raise NotImplementedError('--quantize_delay (quantization-aware training) is not '
+                                  'implemented yet; drop it, and quantize after training '
+                                  'with export_inference_graph.py '
+                                  '--export_format=tflite_int8.')
     data = configs.data_config_from_flags(
         default_batch_size=DEFAULT_BATCH_SIZE, image_size=FLAGS.train_image_size,
         seed=FLAGS.seed)

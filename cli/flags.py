@@ -118,6 +118,9 @@ def define_training_flags():
     flags.DEFINE_bool('dry_run_restore', False, 'Print what --checkpoint_path would '
                       'restore (restored, excluded, missing, shape-mismatched and '
                       'checkpoint-only variables) and exit without training.')
+    flags.DEFINE_integer('quantize_delay', None, 'Quantization-aware training from this '
+                         'step (not implemented yet; export_inference_graph.py '
+                         '--export_format=tflite_int8 quantizes after training).')
     _define_from_dataclass(optimizers.OptimizerConfig, {
         'optimizer': 'One of ' + ', '.join(optimizers.OPTIMIZER_NAMES) + '.',
         'opt_epsilon': 'Epsilon of adadelta, adam and rmsprop (TF1 semantics).',

@@ -7,9 +7,9 @@ from absl import logging
 
 from core import seeding
 from core.errors import UsageError
-from datasets import dataset_factory, input_pipeline
+from datasets import dataset_factory, dataset_utils, input_pipeline
 from deployment import model_deploy
-from export import exporter
+from export import exporter, parity, pipeline
 from nets import nets_factory
 from preprocessing import preprocessing_factory
 from training import checkpoints, eval_loop, learning_rate, optimizers, train_loop
@@ -173,44 +173,91 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
 
 @dataclasses.dataclass(frozen=True)
 class ExportConfig:
+    """Which model to export, from which weights, and the data its checks draw on.
+    What to write and how it is judged is an export.pipeline.ExportRequest."""
     model_name: str
     dataset_name: str
     checkpoint_path: Optional[str] = None
-    saved_model_dir: Optional[str] = None
-    output_file: Optional[str] = None
+    # Parity images, int8 calibration images and labels.txt; None: seeded synthetic
+    # images and the dataset's built-in class names.
+    dataset_dir: Optional[str] = None
     image_size: Optional[int] = None
-    batch_size: Optional[int] = None
+    is_video_model: bool = False
+    num_frames: Optional[int] = None  # video nets; default: the net's
     labels_offset: int = 0
     use_grayscale: bool = False
     use_moving_averages: bool = False
+    preprocessing_name: Optional[str] = None
+    include_preprocessing: bool = False  # the 'serving_bytes' signature
+    parity_split_name: str = 'validation'
+    num_parity_examples: int = 64
+    calibration_split_name: str = 'train'
+    num_calibration_examples: int = 100
+    quantize: bool = False
 
     def __post_init__(self):
-        if not (self.saved_model_dir or self.output_file):
-            raise UsageError('Nothing to export; pass --saved_model_dir and/or '
-                             '--output_file.')
+        for name in ('num_parity_examples', 'num_calibration_examples'):
+            if getattr(self, name) < 1:
+                raise UsageError(f'--{name}={getattr(self, name)}; pass at least 1.')
 
 
-def export(config: ExportConfig):
-    """Writes the SavedModel and/or the frozen GraphDef of a (trained) network."""
-    info = dataset_factory.get_info(config.dataset_name)
+def _export_input_shape(config: ExportConfig, network_spec, channels: int) -> tuple:
+    if (config.is_video_model or config.num_frames) and not network_spec.num_frames:
+        raise UsageError(f'{config.model_name} takes images, not clips; drop '
+                         f'--is_video_model and --num_frames.')
+    size = config.image_size or network_spec.default_image_size
+    frames = config.num_frames or network_spec.num_frames
+    return (*((frames,) if frames else ()), size, size, channels)
+
+
+def export(config: ExportConfig, request: pipeline.ExportRequest):
+    """Writes every format of request for a (trained) network, each checked against the
+    network in process first; returns the parity results."""
+    if config.quantize:
+        raise NotImplementedError('--quantize (quantization-aware training) is not '
+                                  'implemented yet; --export_format=tflite_int8 quantizes '
+                                  'after training.')
+    info = dataset_factory.get_info(config.dataset_name, config.dataset_dir)
     network_spec = nets_factory.get_spec(config.model_name)
     num_classes = _num_classes(info.num_classes, config.labels_offset)
-    image_size = config.image_size or network_spec.default_image_size
     channels = _image_channels(info.image_shape[-1], config.use_grayscale)
+    input_shape = _export_input_shape(config, network_spec, channels)
+    is_video = len(input_shape) == 4
+    if is_video and config.include_preprocessing:
+        raise UsageError('--include_preprocessing decodes images; video nets take '
+                         'preprocessed clips only: drop it.')
     network = nets_factory.get_network_fn(config.model_name, num_classes)
-    network.build((image_size, image_size, channels))
+    network.build(input_shape)
     if config.checkpoint_path:
         checkpoints.restore_network(network, config.checkpoint_path,
                                     use_moving_averages=config.use_moving_averages)
     else:
         logging.warning('No --checkpoint_path: exporting freshly initialised weights.')
-    if config.saved_model_dir:
-        exporter.export_saved_model(network, config.saved_model_dir, image_size=image_size,
-                                    channels=channels, labels_offset=config.labels_offset)
-        logging.info('Wrote SavedModel to %s.', config.saved_model_dir)
-    if config.output_file:
-        graph_def = exporter.frozen_graph_def(
-            network, image_size=image_size, batch_size=config.batch_size,
-            channels=channels, labels_offset=config.labels_offset)
-        exporter.write_graph_def(graph_def, config.output_file)
-        logging.info('Wrote GraphDef to %s.', config.output_file)
+    preprocess = None
+    if not is_video:
+        preprocess_image = preprocessing_factory.get_preprocessing(
+            _preprocessing_family(config.preprocessing_name, network_spec),
+            use_grayscale=config.use_grayscale)
+        preprocess = lambda image: preprocess_image(image, *input_shape[:2])  # noqa: E731
+    class_names = (dataset_utils.read_label_file(config.dataset_dir)
+                   if config.dataset_dir and dataset_utils.has_labels(config.dataset_dir)
+                   else info.labels_to_names())
+    serving = exporter.ServingInfo(
+        input_shape=input_shape, labels_offset=config.labels_offset,
+        class_names=class_names, decode_channels=info.image_shape[-1],
+        preprocess=preprocess if config.include_preprocessing else None)
+
+    def examples(split_name, count):
+        spec = (dataset_factory.get_dataset(config.dataset_name, split_name,
+                                            config.dataset_dir)
+                if config.dataset_dir and not is_video else None)
+        synthetic_shape = info.image_shape if None not in info.image_shape else None
+        return parity.load_examples(count, input_shape, preprocess=preprocess,
+                                    decode_channels=info.image_shape[-1], spec=spec,
+                                    synthetic_image_shape=synthetic_shape)
+
+    return pipeline.export(
+        network, serving, request,
+        examples(config.parity_split_name, config.num_parity_examples),
+        calibration=lambda: examples(config.calibration_split_name,
+                                     config.num_calibration_examples).images)
