@@ -7,6 +7,7 @@ from nets import cifarnet, lenet  # noqa: F401  (imported to register)
 from nets import inception_v3, mobilenet_v1, plain_convnets, resnet  # noqa: F401
 from nets import inception_v1, inception_v2  # noqa: F401
 from nets.mobilenet import mobilenet_v2, mobilenet_v3  # noqa: F401
+from nets.nasnet import nasnet, pnasnet  # noqa: F401
 from nets import inception_resnet_v2, inception_v4  # noqa: F401
 from nets import video_inception  # noqa: F401
 from nets import registry

@@ -38,26 +38,36 @@ class Network(layers.Module):
     Nets with a feature extractor (slim's `*_base(final_endpoint=...)`) implement
     `forward_base(images, *, final_endpoint, training) -> (features, EndPoints)`, called
     through `base(...)`, and set `default_final_endpoint`.
+
+    `step`, the training step counter, reaches only nets that set `uses_step` (NASNet's
+    drop-path schedule): they get it as `forward(..., step=)` and `forward_base(...,
+    step=)`; other nets ignore it.
     """
 
     default_final_endpoint: Optional[str] = None
+    uses_step = False
 
     def __init__(self, *, scope: str, num_classes: int, is_training: bool):
         super().__init__(scope)
         self.num_classes = num_classes
         self.is_training = is_training
 
-    def __call__(self, images, training=None) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+    def __call__(self, images, training=None,
+                 step=None) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
         training = self.is_training if training is None else training
         # Op names under the net's scope, as slim's, for exports (NASNet has none).
         with (tf.name_scope(self.relative_name) if self.relative_name
               else contextlib.nullcontext()):
-            return super().__call__(tf.convert_to_tensor(images), training=training)
+            return super().__call__(tf.convert_to_tensor(images), training=training,
+                                    **self._step_argument(step))
+
+    def _step_argument(self, step):
+        return {'step': step} if self.uses_step else {}
 
     def forward(self, images, *, training: bool):
         raise NotImplementedError
 
-    def base(self, images, final_endpoint: Optional[str] = None, training=None):
+    def base(self, images, final_endpoint: Optional[str] = None, training=None, step=None):
         """slim's `*_base`: the features at `final_endpoint` (the net's last feature
         layer when None) and the end points up to it."""
         if self.default_final_endpoint is None:
@@ -69,7 +79,7 @@ class Network(layers.Module):
               else contextlib.nullcontext()):
             return self.forward_base(tf.convert_to_tensor(images),
                                      final_endpoint=final_endpoint or self.default_final_endpoint,
-                                     training=training)
+                                     training=training, **self._step_argument(step))
 
     def forward_base(self, images, *, final_endpoint: str, training: bool):
         raise NotImplementedError

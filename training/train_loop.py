@@ -151,7 +151,8 @@ class Trainer:
     def _replica_step(self, images, labels):
         learning_rate = self.learning_rate_fn(self.global_step)
         with tf.GradientTape() as tape:
-            logits, end_points = self.network(images, training=True)
+            # Nets whose schedule follows training (NASNet's drop-path) read the step.
+            logits, end_points = self.network(images, training=True, step=self.global_step)
             loss_terms = losses.compute_losses(logits, end_points, labels, self.network,
                                                self.config.label_smoothing)
             total_loss = tf.add_n(list(loss_terms.values()))

@@ -17,7 +17,7 @@ HEAVY = {'resnet_v1_101', 'resnet_v1_152', 'resnet_v1_200', 'resnet_v2_101',
          'resnet_v2_152', 'resnet_v2_200', 'vgg_a', 'vgg_19', 'mobilenet_v2_140',
          'mobilenet_v2_035', 'mobilenet_v1_075', 'mobilenet_v1_050', 'mobilenet_v1_025',
          'mobilenet_v3_small_minimalistic', 'mobilenet_v3_large_minimalistic',
-         'mobilenet_edgetpu_075'}
+         'mobilenet_edgetpu_075', 'nasnet_large', 'pnasnet_large'}
 
 
 def _marked(names):
@@ -41,6 +41,7 @@ SLIM_PREPROCESSING = {
     **{name: 'inception' for name in [
         'mobilenet_v1_075', 'mobilenet_v1_050', 'mobilenet_v1_025', 'i3d', 's3dg']},
     **{name: 'vgg' for name in ['alexnet_v2', 'overfeat']},
+    'nasnet_cifar': 'cifarnet',  # slim's CIFAR-10 NASNet recipe passes it
 }
 # TF-Slim's model zoo (its README): net -> (archive, classes). VGG and ResNet v1 were
 # converted from Caffe with 1000 classes; the rest have ImageNet's background class.
@@ -108,7 +109,11 @@ def test_variables_and_end_points_match_slim(name, mode, slim_nets):
     assert sum(v.shape.num_elements() for v in net.variables) == \
         reference[mode]['param_count_model_variables']
     batch_norm_layers = sum(v.name.endswith('/moving_mean:0') for v in net.variables)
-    assert 2 * batch_norm_layers == reference['training']['num_update_ops']
+    if mode == 'training':  # slim's update ops: two per batch-norm layer
+        assert 2 * batch_norm_layers == reference['training']['num_update_ops']
+    else:  # NASNet's inference graph lacks the aux head's batch norms
+        assert batch_norm_layers == sum(name.endswith('/moving_mean')
+                                        for name, _, _ in reference[mode]['variables'])
     assert {k: v.shape.as_list() for k, v in end_points.items()} == \
         reference[mode]['end_points']
     assert logits.shape.as_list() == reference[mode]['logits_shape']
