@@ -56,8 +56,12 @@ def runs(tmp_path_factory):
     (work / 'taken').mkdir()
     (work / 'taken' / 'model_float.tflite').write_bytes(b'an older model')
     jobs = {
+        # Fresh (unseeded) weights leave close logits, so int8 top-1 agreement varies
+        # by run (93.8 % seen): here the int8 model must only be written and reported;
+        # test_export_formats holds its agreement to 0.95 on fixed weights.
         'all': dict(args=common + [f'--export_dir={work}/all', '--include_preprocessing',
-                                   '--export_format=' + ','.join(pipeline.FORMATS)]),
+                                   '--export_format=' + ','.join(pipeline.FORMATS),
+                                   '--min_int8_agreement=0']),
         'taken': dict(args=common + [f'--export_dir={work}/taken', '--export_format=tflite']),
         'broken': dict(args=common + [f'--export_dir={work}/broken', '--include_preprocessing',
                                       '--export_format=saved_model'],
