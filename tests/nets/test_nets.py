@@ -11,13 +11,15 @@ from nets import layers, nets_factory
 from preprocessing import preprocessing_factory
 
 IMPLEMENTED = nets_factory.network_names()
-# Deeper or wider variants of a family whose base net stays in the default suite: their
-# full-size checks run with `make test-slow` (the family tests build them small).
+# Deeper or wider variants of a family whose base net stays in the default suite, and
+# the largest nets (their golden logits and small family builds stay): their full-size
+# checks run with `make test-slow`, keeping `make test` under 15 minutes on 2 cores.
 HEAVY = {'resnet_v1_101', 'resnet_v1_152', 'resnet_v1_200', 'resnet_v2_101',
          'resnet_v2_152', 'resnet_v2_200', 'vgg_a', 'vgg_19', 'mobilenet_v2_140',
          'mobilenet_v2_035', 'mobilenet_v1_075', 'mobilenet_v1_050', 'mobilenet_v1_025',
          'mobilenet_v3_small_minimalistic', 'mobilenet_v3_large_minimalistic',
-         'mobilenet_edgetpu_075', 'nasnet_large', 'pnasnet_large'}
+         'mobilenet_edgetpu_075', 'nasnet_large', 'pnasnet_large', 'inception_v4',
+         'inception_resnet_v2'}
 
 
 def _marked(names):
