@@ -6,7 +6,7 @@ from absl import flags
 
 from cli import jobs
 from core.errors import UsageError
-from deployment import model_deploy
+from deployment import cluster, model_deploy
 from training import learning_rate, optimizers
 
 FLAGS = flags.FLAGS
@@ -47,11 +47,21 @@ def data_config_from_flags(*, default_batch_size: int, image_size: Optional[int]
 
 
 def deployment_config_from_flags() -> model_deploy.DeploymentConfig:
-    return model_deploy.DeploymentConfig(
+    """The deployment, its cluster from the flags, TF_CONFIG or SLURM; worker and ps
+    counts left unset on the command line come from the cluster."""
+    def if_given(name):
+        return FLAGS[name].value if FLAGS[name].present else None
+
+    resolved = cluster.resolve(
+        ps_hosts=FLAGS.ps_hosts, worker_hosts=FLAGS.worker_hosts, job_name=FLAGS.job_name,
+        task=FLAGS.task, num_ps_tasks=FLAGS.num_ps_tasks,
+        slurm_base_port=FLAGS.slurm_base_port)
+    return model_deploy.from_flags(
         num_clones=FLAGS.num_clones, clone_on_cpu=FLAGS.clone_on_cpu,
-        replica_id=FLAGS.task, num_replicas=FLAGS.worker_replicas,
-        num_ps_tasks=FLAGS.num_ps_tasks, sync_replicas=FLAGS.sync_replicas,
-        replicas_to_aggregate=FLAGS.replicas_to_aggregate)
+        worker_replicas=if_given('worker_replicas'), num_ps_tasks=if_given('num_ps_tasks'),
+        task=FLAGS.task, sync_replicas=FLAGS.sync_replicas,
+        replicas_to_aggregate=FLAGS.replicas_to_aggregate, strategy=FLAGS.strategy,
+        cluster=resolved, wait_for_chief_secs=FLAGS.wait_for_chief_secs)
 
 
 def optimizer_config_from_flags() -> optimizers.OptimizerConfig:

@@ -12,6 +12,7 @@ from absl import flags
 
 from cli import startup
 from datasets import dataset_factory
+from deployment import cluster, model_deploy
 from nets import nets_factory
 from preprocessing import preprocessing_factory
 from training import learning_rate, optimizers
@@ -83,11 +84,32 @@ def define_deployment_flags():
     flags.DEFINE_integer('worker_replicas', 1, 'Number of worker machines.')
     flags.DEFINE_integer('num_ps_tasks', 0, 'Number of parameter servers; 0 means '
                          'variables live on the workers.')
-    flags.DEFINE_integer('task', 0, 'This worker\'s index among --worker_replicas.')
+    flags.DEFINE_integer('task', 0, 'This task\'s index in its job (--job_name); '
+                         'worker 0 is the chief.')
     flags.DEFINE_bool('sync_replicas', False, 'Synchronise the worker replicas\' updates '
                       'over the parameter servers.')
     flags.DEFINE_integer('replicas_to_aggregate', 1, 'Gradients to collect before '
                          'each update (--sync_replicas).')
+    define_cluster_flags()
+
+
+def define_cluster_flags():
+    """The cluster, as TF1's distributed trainers named it (else TF_CONFIG or SLURM)."""
+    flags.DEFINE_alias('task_id', 'task')
+    flags.DEFINE_string('ps_hosts', None, 'Comma-separated host:port of the parameter '
+                        'servers.')
+    flags.DEFINE_string('worker_hosts', None, 'Comma-separated host:port of the workers; '
+                        'the first is the chief.')
+    flags.DEFINE_enum('job_name', None, ['ps', 'worker'], 'This process\'s job in the '
+                      'cluster; with --task, which task it is.')
+    flags.DEFINE_enum('strategy', 'auto', list(model_deploy.STRATEGIES), 'Force a '
+                      'distribution strategy; auto chooses from --num_clones, '
+                      '--worker_replicas and --num_ps_tasks.')
+    flags.DEFINE_float('wait_for_chief_secs', 60, 'How long a ps or worker task keeps '
+                       'serving after the chief became unreachable (a restarted chief '
+                       'resumes within it); then it exits.')
+    flags.DEFINE_integer('slurm_base_port', cluster.SLURM_BASE_PORT, 'Under SLURM, task '
+                         'k of a node listens on this port + k.')
 
 
 def define_training_flags():

@@ -92,6 +92,14 @@ def _assemble_data(data: DataConfig, is_training: bool) -> _Assembly:
                      (image_size, image_size, channels), input_fn)
 
 
+def _describe_schedule(schedule: learning_rate.LearningRateSchedule) -> str:
+    config = schedule.config
+    text = f'{config.learning_rate:g}, {config.learning_rate_decay_type}'
+    if config.learning_rate_decay_type != 'fixed':
+        text += f' decay every {schedule.decay_steps} steps'
+    return text
+
+
 def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
           config: train_loop.TrainConfig, optimizer_config: optimizers.OptimizerConfig,
           learning_rate_config: learning_rate.LearningRateConfig, weight_decay: float):
@@ -100,6 +108,9 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
     The Trainer holds the input iterator; a script keeps it until it exits (see
     cli.guard.guarded) because destroying that iterator can stall.
     """
+    if deployment.serves_only:  # a ps task, or a worker the chief schedules steps on
+        model_deploy.serve(deployment)
+        return None
     # First: clones on CPU need the device split before TensorFlow starts.
     strategy = model_deploy.create_strategy(deployment)
     if data.seed is not None:  # seeds weights, dropout and augmentation, not only data
@@ -121,6 +132,13 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
         learning_rate_fn=learning_rate_fn, input_fn=assembly.input_fn,
         image_shape=assembly.image_shape, config=config, is_chief=deployment.is_chief,
         sync_replicas=deployment.sync_replicas)
+    if deployment.is_chief:
+        logging.info('%s', model_deploy.describe_plan(
+            deployment, strategy, batch_size=data.batch_size, train_dir=config.train_dir,
+            extra=[f'learning rate: {_describe_schedule(learning_rate_fn)}',
+                   'variables:    ' + ', '.join(
+                       f'{count} on {device or "this process"}' for device, count in
+                       model_deploy.variable_placement(network.variables).items())]))
     trainer.train()
     return trainer
 

@@ -1,0 +1,226 @@
+"""Distributed training with real processes on 127.0.0.1: multi-worker all-reduce and
+asynchronous parameter servers, through the training script as users run it.
+
+Every wait is bounded, and every child is killed when a test ends, whatever happened.
+"""
+import contextlib
+import json
+import os
+import pathlib
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import testing_utils
+
+ROOT = testing_utils.TEST_DATA.parent.parent
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(('127.0.0.1', 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+class Processes:
+    """Children started with logs in files; all killed on exit."""
+
+    def __init__(self, log_dir):
+        self.log_dir = pathlib.Path(log_dir)
+        self.children = {}
+
+    def start(self, name, args, env=None):
+        env = {**os.environ, 'PYTHONPATH': str(ROOT), **(env or {})}
+        env.pop('TF_CPP_MIN_LOG_LEVEL', None)
+        log = open(self.log_dir / f'{name}.log', 'w')
+        self.children[name] = subprocess.Popen(
+            [sys.executable, *map(str, args)], cwd=ROOT, env=env, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True)
+        return self.children[name]
+
+    def wait(self, name, timeout):
+        try:
+            return self.children[name].wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f'{name} did not finish within {timeout} s:\n{self.log(name)[-3000:]}')
+
+    def log(self, name):
+        return (self.log_dir / f'{name}.log').read_text()
+
+    def kill_all(self):
+        for child in self.children.values():
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def processes(log_dir):
+    group = Processes(log_dir)
+    try:
+        yield group
+    finally:
+        group.kill_all()
+
+
+def last_json(text):
+    return json.loads([line for line in text.splitlines() if line.startswith('{')][-1])
+
+
+# --- Multi-worker all-reduce. ---
+
+def test_multi_worker_matches_one_process_on_the_concatenated_batches(tmp_path):
+    ports = free_ports(2)
+    workers = [f'127.0.0.1:{p}' for p in ports]
+    script = HERE / 'run_multi_worker_training.py'
+    with processes(tmp_path) as group:
+        for task in range(2):
+            tf_config = {'cluster': {'worker': workers},
+                         'task': {'type': 'worker', 'index': task}}
+            group.start(f'worker{task}', [script, tmp_path / f'worker{task}.npz',
+                                          tmp_path / f'train{task}'],
+                        env={'TF_CONFIG': json.dumps(tf_config)})
+        group.start('reference', [script, tmp_path / 'reference.npz',
+                                  tmp_path / 'reference_train', '--reference'])
+        for name in ('worker0', 'worker1', 'reference'):
+            assert group.wait(name, timeout=240) == 0, group.log(name)[-3000:]
+        summaries = {name: last_json(group.log(name))
+                     for name in ('worker0', 'worker1', 'reference')}
+    assert [s['global_step'] for s in summaries.values()] == [4, 4, 4]
+    assert summaries['worker0']['replicas'] == 2
+    initial = np.load(tmp_path / 'reference.npz.initial.npz')
+    weights = {name: np.load(tmp_path / f'{name}.npz')
+               for name in ('worker0', 'worker1', 'reference')}
+    for name in weights['reference'].files:
+        np.testing.assert_array_equal(weights['worker0'][name], weights['worker1'][name])
+        # All-reduce sums two half-batch means where the reference takes one mean of
+        # the whole batch (and oneDNN picks kernels by batch size): equal up to float32
+        # rounding, which 4 momentum steps grew to 1.8e-5 at most (measured).
+        np.testing.assert_allclose(weights['worker0'][name], weights['reference'][name],
+                                   rtol=0, atol=1e-4)
+        # ...while training moved the weights far more than that.
+        assert np.abs(weights['reference'][name] - initial[name]).max() > 1e-2
+    # Only the chief writes checkpoints and summaries.
+    chief_files = {p.name for p in (tmp_path / 'train0').iterdir()}
+    assert 'model.ckpt-4.index' in chief_files
+    assert any(name.startswith('events.out.tfevents') for name in chief_files)
+    assert not (tmp_path / 'train1').exists() or not any((tmp_path / 'train1').iterdir())
+
+
+# --- Asynchronous parameter servers, through the training script. ---
+
+TRAIN = ROOT / 'train_image_classifier.py'
+EVAL = ROOT / 'eval_image_classifier.py'
+
+
+@pytest.fixture(scope='module')
+def shapes_data(tmp_path_factory):
+    directory = tmp_path_factory.mktemp('shapes')
+    testing_utils.write_small_shapes(str(directory), num_train=64, num_validation=16)
+    return directory
+
+
+def start_ps_cluster(group, num_ps, num_workers, wait_for_chief_secs=3):
+    """Starts the ps tasks and workers 1.. (they serve); returns the chief's flags."""
+    ports = free_ports(num_ps + num_workers)
+    hosts = [f'--ps_hosts={",".join(f"127.0.0.1:{p}" for p in ports[:num_ps])}',
+             f'--worker_hosts={",".join(f"127.0.0.1:{p}" for p in ports[num_ps:])}',
+             f'--wait_for_chief_secs={wait_for_chief_secs}']
+    for task in range(num_ps):
+        group.start(f'ps{task}', [TRAIN, *hosts, '--job_name=ps', f'--task={task}'])
+    for task in range(1, num_workers):
+        group.start(f'worker{task}', [TRAIN, *hosts, '--job_name=worker', f'--task={task}'])
+    return [*hosts, '--job_name=worker', '--task=0']
+
+
+def test_async_parameter_servers_train_through_the_script(tmp_path, shapes_data):
+    train_dir = tmp_path / 'train'
+    with processes(tmp_path) as group:
+        chief_flags = start_ps_cluster(group, num_ps=2, num_workers=2)
+        group.start('chief', [TRAIN, *chief_flags, '--dataset_name=shapes',
+                              f'--dataset_dir={shapes_data}', '--model_name=cifarnet',
+                              '--batch_size=4', f'--train_dir={train_dir}',
+                              '--max_number_of_steps=12', '--log_every_n_steps=4'])
+        assert group.wait('chief', timeout=240) == 0, group.log('chief')[-3000:]
+        # The servers notice the chief is gone and exit on their own.
+        for name in ('ps0', 'ps1', 'worker1'):
+            assert group.wait(name, timeout=60) == 0, group.log(name)[-2000:]
+        chief_log = group.log('chief')
+        group.start('eval', [EVAL, '--dataset_name=shapes', f'--dataset_dir={shapes_data}',
+                             '--dataset_split_name=validation', '--model_name=cifarnet',
+                             f'--checkpoint_path={train_dir}',
+                             f'--eval_dir={tmp_path / "eval"}'])
+        assert group.wait('eval', timeout=120) == 0, group.log('eval')[-2000:]
+        eval_log = group.log('eval')
+    assert 'global step 12:' in chief_log
+    assert (train_dir / 'model.ckpt-12.index').exists()
+    plan = chief_log[chief_log.index('Deployment plan:'):]
+    assert 'strategy:     parameter_server' in plan
+    # Variables spread over both ps tasks (round-robin, cifarnet's large layers split).
+    placement = re.search(r'variables: +(.*)', plan).group(1)
+    assert re.search(r'\d+ on /job:ps/replica:0/task:0/device:CPU:0, \d+ on '
+                     r'/job:ps/replica:0/task:1/device:CPU:0$', placement), placement
+    assert 'eval/Accuracy:' in eval_log
+
+
+def wait_for_log(group, name, pattern, timeout):
+    """The first match of pattern in a task's log, polled; fails after timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        match = re.search(pattern, group.log(name))
+        if match:
+            return match
+        if group.children[name].poll() is not None:
+            pytest.fail(f'{name} exited before logging {pattern!r}:\n'
+                        f'{group.log(name)[-3000:]}')
+        time.sleep(0.5)
+    pytest.fail(f'{name} did not log {pattern!r} within {timeout} s')
+
+
+@pytest.mark.slow
+def test_parameter_servers_survive_a_dead_worker_and_a_restarted_chief(tmp_path,
+                                                                       shapes_data):
+    train_dir = tmp_path / 'train'
+    with processes(tmp_path) as group:
+        chief_flags = start_ps_cluster(group, num_ps=1, num_workers=3,
+                                       wait_for_chief_secs=60)
+        training = [TRAIN, *chief_flags, '--dataset_name=shapes',
+                    f'--dataset_dir={shapes_data}', '--model_name=cifarnet',
+                    '--batch_size=4', f'--train_dir={train_dir}', '--log_every_n_steps=10',
+                    '--save_interval_secs=1']
+        group.start('chief', [*training, '--max_number_of_steps=100000'])
+        wait_for_log(group, 'chief', r'global step [2-9]\d:', timeout=180)
+        os.killpg(group.children['worker2'].pid, signal.SIGKILL)
+        # Training goes on with the workers left...
+        wait_for_log(group, 'chief', r'global step 1\d\d:', timeout=180)
+        # ...and the worker, restarted, rejoins (a new chief needs every worker up).
+        group.start('worker2_restarted', [TRAIN, *chief_flags[:3], '--job_name=worker',
+                                          '--task=2'])
+        wait_for_log(group, 'worker2_restarted', 'The chief at .* is up', timeout=120)
+        step = int(wait_for_log(group, 'chief',
+                                r'Saved checkpoint .*model\.ckpt-(\d*[2-9]\d\d+)',
+                                timeout=180).group(1))
+        os.killpg(group.children['chief'].pid, signal.SIGKILL)
+        group.children['chief'].wait(timeout=30)
+        first_run = group.log('chief')
+        target = step + 50
+        group.start('chief_restarted', [*training, f'--max_number_of_steps={target}'])
+        assert group.wait('chief_restarted', timeout=240) == 0, group.log(
+            'chief_restarted')[-3000:]
+        restarted = group.log('chief_restarted')
+    assert f'global step {target}:' in restarted
+    resumed = int(re.search(r'Resumed from .*model\.ckpt-(\d+) at step', restarted).group(1))
+    assert resumed >= step, (resumed, step)
+    assert 'Traceback' not in first_run
