@@ -131,7 +131,8 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
         strategy=strategy, network=network, optimizer=optimizer,
         learning_rate_fn=learning_rate_fn, input_fn=assembly.input_fn,
         image_shape=assembly.image_shape, config=config, is_chief=deployment.is_chief,
-        sync_replicas=deployment.sync_replicas)
+        replicas_to_aggregate=(deployment.replicas_to_aggregate if deployment.sync_replicas
+                               else None))
     if deployment.is_chief:
         logging.info('%s', model_deploy.describe_plan(
             deployment, strategy, batch_size=data.batch_size, train_dir=config.train_dir,

@@ -5,8 +5,9 @@ part that depends on the distribution mode:
 - synchronous replicas (one device, MirroredStrategy, MultiWorkerMirroredStrategy):
   an all-reduce SUM across replicas (each replica scales its loss by 1/num_replicas);
 - asynchronous parameter servers: none; each worker applies its own gradients;
-- sync replicas over parameter servers (slim's --sync_replicas): an accumulator that
-  averages --replicas_to_aggregate gradients of the same step, dropping stale ones.
+- sync replicas over parameter servers (slim's --sync_replicas): all-reduce within the
+  worker, then deployment.sync_replicas averages --replicas_to_aggregate workers'
+  gradients of the same parameter version, dropping stale ones.
 Every aggregator runs in replica context, inside `strategy.run`.
 """
 from typing import List, Sequence, Tuple
@@ -41,11 +42,7 @@ def is_parameter_server(strategy: tf.distribute.Strategy) -> bool:
     return isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
 
 
-def for_strategy(strategy: tf.distribute.Strategy, sync_replicas: bool = False):
-    """The aggregator a strategy's training step uses."""
-    if sync_replicas:
-        # The hook for slim's SyncReplicasOptimizer: an accumulator on the parameter
-        # servers that takes the first --replicas_to_aggregate gradients of each step.
-        raise NotImplementedError('Synchronous replicas over parameter servers '
-                                  '(--sync_replicas) are not implemented yet.')
+def for_strategy(strategy: tf.distribute.Strategy):
+    """The aggregator a strategy's training step uses (sync replicas over parameter
+    servers all-reduce within a worker, then offer the sum: deployment.sync_replicas)."""
     return Independent() if is_parameter_server(strategy) else AllReduce()

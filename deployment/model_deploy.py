@@ -110,6 +110,17 @@ class DeploymentConfig:
         if mode == MULTI_WORKER and self.clone_on_cpu and self.num_clones > 1:
             raise UsageError('Multi-worker training runs one CPU replica per worker; drop '
                              '--clone_on_cpu or --num_clones (GPU clones are fine).')
+        if self.sync_replicas and mode != PARAMETER_SERVER:
+            raise UsageError('--sync_replicas aggregates gradients on parameter servers; add '
+                             'ps tasks (--ps_hosts, --num_ps_tasks), or drop it (clones and '
+                             '--worker_replicas without ps tasks are always synchronous).')
+        if not self.sync_replicas and self.replicas_to_aggregate != 1:
+            raise UsageError(f'--replicas_to_aggregate={self.replicas_to_aggregate} needs '
+                             '--sync_replicas; add it, or drop --replicas_to_aggregate.')
+        if self.sync_replicas and self.replicas_to_aggregate > self.num_replicas:
+            raise UsageError(f'--replicas_to_aggregate={self.replicas_to_aggregate} is more '
+                             f'than the {self.num_replicas} worker(s); each update takes one '
+                             'gradient per worker at most: lower it.')
         if mode == PARAMETER_SERVER and not self.num_ps_tasks:
             raise UsageError('--strategy=parameter_server needs ps tasks: pass --ps_hosts '
                              '(or TF_CONFIG / SLURM) and --num_ps_tasks.')
@@ -262,11 +273,6 @@ def create_strategy(config: DeploymentConfig) -> tf.distribute.Strategy:
     Call it before any other TensorFlow op: clones on CPU and multi-worker training
     configure devices. Not for tasks that only serve (`config.serves_only`): see `serve`.
     """
-    if config.sync_replicas or config.replicas_to_aggregate != 1:
-        raise NotImplementedError(
-            'Synchronous replicas over parameter servers (--sync_replicas, '
-            '--replicas_to_aggregate) are not implemented yet; use --num_ps_tasks alone '
-            '(asynchronous) or --worker_replicas without ps tasks (synchronous all-reduce).')
     if config.serves_only:
         raise ValueError('This task only serves; call serve(), not create_strategy().')
     mode = config.mode
@@ -350,7 +356,15 @@ def describe_plan(config: DeploymentConfig, strategy: tf.distribute.Strategy, *,
     lines = [f'strategy:     {mode} ({type(strategy).__name__})']
     if cluster is not None:
         lines.append(f'cluster:      {cluster.describe()} (from {cluster.source})')
-    if mode == PARAMETER_SERVER:
+    if mode == PARAMETER_SERVER and config.sync_replicas:
+        needed = config.replicas_to_aggregate
+        lines += [f'replicas:     {config.num_replicas} worker(s) ({replicas} replica(s) '
+                  f'each), sync replicas: each update averages {needed} worker(s)\' '
+                  f'gradients of one version, {config.num_replicas - needed} backup(s) '
+                  'whose late gradients are dropped',
+                  f'batch:        {batch_size} per replica, {batch_size * replicas * needed} '
+                  'per update']
+    elif mode == PARAMETER_SERVER:
         lines += [f'replicas:     {config.num_replicas} worker(s), each applying its own '
                   f'updates asynchronously ({replicas} replica(s) per worker)',
                   f'batch:        {batch_size} per replica, {batch_size * replicas} per '

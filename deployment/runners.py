@@ -7,12 +7,21 @@ MirroredStrategy, MultiWorkerMirroredStrategy) or scheduled on remote workers by
 its own iterator. `run` returns handles; `fetch` turns them into numpy values, so a
 loop reads results only when it logs them.
 """
-from typing import Callable
+import os
+from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
+# tf.data's sleep has no public name; only the test hook below uses it.
+from tensorflow.python.data.experimental.ops import testing as data_testing
 
 from deployment.aggregation import is_parameter_server
+from deployment.sync_replicas import SyncReplicas
+
+# Test hook: every batch of one parameter-server worker (the last to build its input)
+# comes this many seconds late, to show backup workers at work.
+SLOW_WORKER_ENV = 'TRAIN_TEST_SLOW_WORKER_SECS'
 
 
 def _to_numpy(structure):
@@ -28,24 +37,68 @@ class LocalRunner:
     def run(self, steps_fn: Callable, num_steps: int):
         return steps_fn(self._iterator, tf.constant(num_steps))
 
+    def checkpointable_iterator(self):
+        """The input iterator if tf.train.Checkpoint can save its position (one device:
+        a plain tf.data iterator), else None."""
+        if isinstance(self._iterator, tf.distribute.DistributedIterator):
+            return None
+        return self._iterator if isinstance(self._iterator, tf.data.Iterator) else None
+
     def fetch(self, outputs):
         return _to_numpy(outputs)
 
 
-class CoordinatorRunner:
-    """Schedules one step at a time on whichever parameter-server worker is free."""
+def _slowed_on_one_worker(input_fn: Callable, strategy: tf.distribute.Strategy,
+                          num_workers: int, seconds: float) -> Callable:
+    with strategy.scope():
+        built = tf.Variable(0, dtype=tf.int64, trainable=False, name='inputs_built')
 
-    def __init__(self, strategy: tf.distribute.Strategy, input_fn: Callable):
+    def slowed_input_fn(context):
+        # Runs on each worker as it builds its input: the last one is slowed.
+        is_last = tf.equal(built.assign_add(1), num_workers)
+        delay = tf.where(is_last, tf.constant(int(seconds * 1e6), tf.int64),
+                         tf.constant(0, tf.int64))
+        return input_fn(context).apply(data_testing.sleep(delay))
+
+    return slowed_input_fn
+
+
+class CoordinatorRunner:
+    """Schedules steps on the parameter-server workers.
+
+    Asynchronous: one step per closure, on whichever worker is free. Sync replicas: a
+    round per `run`, one closure per worker, each stepping until the round's target
+    update (deployment.sync_replicas decides which gradients count).
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy, input_fn: Callable,
+                 sync_replicas: Optional[SyncReplicas] = None):
         self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(
             strategy)
+        self.sync_replicas = sync_replicas
+        # No public API names the worker count (strategy.cluster_resolver is None here).
+        self.num_workers = strategy.extended._num_workers  # pylint: disable=protected-access
+        if os.environ.get(SLOW_WORKER_ENV):
+            input_fn = _slowed_on_one_worker(input_fn, strategy, self.num_workers,
+                                             float(os.environ[SLOW_WORKER_ENV]))
 
         @tf.function
         def per_worker_dataset():
             return strategy.distribute_datasets_from_function(input_fn)
 
         self._iterator = iter(self.coordinator.create_per_worker_dataset(per_worker_dataset))
+        self._dropped_logged = 0
+
+    def checkpointable_iterator(self):
+        return None  # per-worker iterators live on the workers
 
     def run(self, steps_fn: Callable, num_steps: int):
+        if self.sync_replicas is not None:
+            sync = self.sync_replicas
+            sync.target.assign(sync.global_step.read_value() + num_steps)
+            return [self.coordinator.schedule(steps_fn, args=(self._iterator,
+                                                              tf.constant(num_steps)))
+                    for _ in range(self.num_workers)]
         one = tf.constant(1)
         for _ in range(num_steps):
             result = self.coordinator.schedule(steps_fn, args=(self._iterator, one))
@@ -53,11 +106,20 @@ class CoordinatorRunner:
 
     def fetch(self, outputs):
         self.coordinator.join()
-        return _to_numpy(outputs.fetch())
+        if self.sync_replicas is None:
+            return _to_numpy(outputs.fetch())
+        dropped = int(self.sync_replicas.dropped.numpy())
+        if dropped > self._dropped_logged:
+            logging.info('Sync replicas: %d stale gradient(s) dropped so far.', dropped)
+            self._dropped_logged = dropped
+        return _to_numpy(outputs[0].fetch())
 
 
-def create_runner(strategy: tf.distribute.Strategy, input_fn: Callable):
+def create_runner(strategy: tf.distribute.Strategy, input_fn: Callable,
+                  sync_replicas: Optional[SyncReplicas] = None):
     """The runner for a strategy; `input_fn(input_context)` returns a tf.data.Dataset."""
     if is_parameter_server(strategy):
-        return CoordinatorRunner(strategy, input_fn)
+        return CoordinatorRunner(strategy, input_fn, sync_replicas)
+    if sync_replicas is not None:
+        raise ValueError('Sync replicas need a ParameterServerStrategy.')
     return LocalRunner(strategy, input_fn)

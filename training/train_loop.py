@@ -18,7 +18,7 @@ import tensorflow as tf
 from absl import logging
 
 from core.errors import TrainingDiverged, UsageError
-from deployment import aggregation, runners
+from deployment import aggregation, runners, sync_replicas
 from training import checkpoints, losses, moving_averages
 
 
@@ -109,7 +109,7 @@ class Trainer:
     def __init__(self, *, strategy: tf.distribute.Strategy, network, optimizer,
                  learning_rate_fn: Callable, input_fn: Callable, image_shape,
                  config: TrainConfig, is_chief: bool = True,
-                 sync_replicas: bool = False):
+                 replicas_to_aggregate: Optional[int] = None):
         self.strategy = strategy
         self.network = network
         self.optimizer = optimizer
@@ -140,43 +140,102 @@ class Trainer:
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, config.train_dir, max_to_keep=config.max_checkpoints_to_keep,
             checkpoint_name='model.ckpt', step_counter=self.global_step)
-        self.aggregator = aggregation.for_strategy(strategy, sync_replicas)
-        self._train_steps = tf.function(self._train_steps_fn)
+        # Within one worker, clones always all-reduce; across parameter-server workers,
+        # updates are asynchronous or (replicas_to_aggregate set) sync replicas.
+        self.aggregator = aggregation.for_strategy(strategy)
+        self.sync_replicas = None
+        if replicas_to_aggregate is not None:
+            with strategy.scope():
+                self.sync_replicas = sync_replicas.SyncReplicas(
+                    self.train_variables, self.global_step, replicas_to_aggregate)
+            self.aggregator = aggregation.AllReduce()
+        self._train_steps = tf.function(self._sync_steps_fn if self.sync_replicas else
+                                         self._train_steps_fn)
         # Kept for the Trainer's life: a later train() continues the same stream, and
         # destroying a distributed iterator can stall (see cli.guard.exit_now).
         self.runner = None
 
     # --- The inner loop. ---
 
-    def _replica_step(self, images, labels):
-        learning_rate = self.learning_rate_fn(self.global_step)
+    def _replica_gradients(self, images, labels, step):
+        """Forward and backward on one replica's batch, with the weights of `step`."""
+        learning_rate = self.learning_rate_fn(step)
         with tf.GradientTape() as tape:
             # Nets whose schedule follows training (NASNet's drop-path) read the step.
-            logits, end_points = self.network(images, training=True, step=self.global_step)
+            logits, end_points = self.network(images, training=True, step=step)
             loss_terms = losses.compute_losses(logits, end_points, labels, self.network,
                                                self.config.label_smoothing)
             total_loss = tf.add_n(list(loss_terms.values()))
             # The aggregator sums over replicas in sync; scaling makes that the mean.
             scaled_loss = total_loss / self.strategy.num_replicas_in_sync
         gradients = tape.gradient(scaled_loss, self.train_variables)
-        self.optimizer.apply_gradients(
-            self.aggregator.aggregate(zip(gradients, self.train_variables)), learning_rate)
         metrics = {'total_loss': total_loss, 'learning_rate': learning_rate, **loss_terms}
-        return metrics, images[:self.config.num_image_summaries]
+        return gradients, metrics, images[:self.config.num_image_summaries]
 
-    def _step(self, iterator):
-        # An optional third item: examples the input pipeline could not decode so far.
-        images, labels, *skipped = next(iterator)
-        metrics, first_images = self.strategy.run(self._replica_step, args=(images, labels))
+    def _replica_step(self, images, labels):
+        gradients, metrics, first_images = self._replica_gradients(images, labels,
+                                                                   self.global_step)
+        self.optimizer.apply_gradients(
+            self.aggregator.aggregate(zip(gradients, self.train_variables)),
+            metrics['learning_rate'])
+        return metrics, first_images
+
+    def _update_moving_averages(self):
         if self.moving_averages is not None:
             self.moving_averages.update(num_updates=self.global_step)
-        self.global_step.assign_add(1)
+
+    def _reduce_metrics(self, metrics, first_images, skipped):
         mean = tf.distribute.ReduceOp.MEAN
         metrics = {k: self.strategy.reduce(mean, v, axis=None) for k, v in metrics.items()}
         if skipped:  # counted per input pipeline: this worker's
             metrics['input/skipped_examples'] = tf.reduce_max(
                 tf.stack(self.strategy.experimental_local_results(skipped[0])))
         return metrics, self.strategy.experimental_local_results(first_images)[0]
+
+    def _step(self, iterator):
+        # An optional third item: examples the input pipeline could not decode so far.
+        images, labels, *skipped = next(iterator)
+        metrics, first_images = self.strategy.run(self._replica_step, args=(images, labels))
+        self._update_moving_averages()
+        self.global_step.assign_add(1)
+        return self._reduce_metrics(metrics, first_images, skipped)
+
+    # --- Sync replicas over parameter servers: the step offers its gradients. ---
+
+    def _replica_contribution(self, images, labels, version):
+        # Weights are read after the version they belong to (see deployment.sync_replicas).
+        with tf.control_dependencies([version]):
+            gradients, metrics, first_images = self._replica_gradients(images, labels,
+                                                                       version)
+        # This worker's clones first agree on one gradient (a no-op for one clone).
+        summed = self.aggregator.aggregate(zip(gradients, self.train_variables))
+        return [g for g, _ in summed], metrics, first_images
+
+    def _sync_step(self, iterator):
+        images, labels, *skipped = next(iterator)
+        version = self.global_step.read_value()
+        gradients, metrics, first_images = self.strategy.run(
+            self._replica_contribution, args=(images, labels, version))
+        gradients = self.strategy.experimental_local_results(gradients)[0]
+
+        def apply_mean(mean_gradients):
+            self.optimizer.apply_gradients(
+                zip(mean_gradients, self.train_variables),
+                self.strategy.experimental_local_results(metrics['learning_rate'])[0])
+            self._update_moving_averages()
+
+        self.sync_replicas.offer(version, gradients, apply_mean)
+        metrics, first_images = self._reduce_metrics(metrics, first_images, skipped)
+        metrics['sync_replicas/stale_gradients_dropped'] = tf.cast(
+            self.sync_replicas.dropped.read_value(), tf.float32)
+        return metrics, first_images
+
+    def _sync_steps_fn(self, iterator, num_steps):
+        """Steps until the round's target update (the runner sets it); num_steps unused."""
+        del num_steps
+        outputs = self._sync_step(iterator)
+        return tf.while_loop(lambda _: self.global_step < self.sync_replicas.target,
+                             lambda _: (self._sync_step(iterator),), (outputs,))[0]
 
     def _train_steps_fn(self, iterator, num_steps):
         outputs = self._step(iterator)
@@ -228,7 +287,8 @@ class Trainer:
             return {}
         examples_per_step = config.batch_size * self.strategy.num_replicas_in_sync
         if self.runner is None:
-            self.runner = runners.create_runner(self.strategy, self.input_fn)
+            self.runner = runners.create_runner(self.strategy, self.input_fn,
+                                                 sync_replicas=self.sync_replicas)
         writer = (tf.summary.create_file_writer(config.train_dir)
                   if self.is_chief else None)
         last_save = last_summary = time.time()

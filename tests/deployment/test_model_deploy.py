@@ -32,11 +32,24 @@ def test_gpu_clones_without_gpus_name_the_fix():
         model_deploy.create_strategy(model_deploy.DeploymentConfig(num_clones=2))
 
 
-@pytest.mark.parametrize('config', [dict(sync_replicas=True),
-                                    dict(replicas_to_aggregate=2)])
-def test_sync_replicas_say_they_are_not_implemented(config):
-    with pytest.raises(NotImplementedError, match='not implemented yet'):
-        model_deploy.create_strategy(model_deploy.DeploymentConfig(**config))
+@pytest.mark.parametrize('config,message', [
+    (dict(sync_replicas=True), '--sync_replicas aggregates gradients on parameter servers'),
+    (dict(num_clones=2, sync_replicas=True), 'add ps tasks'),
+    (dict(replicas_to_aggregate=2), '--replicas_to_aggregate=2 needs --sync_replicas'),
+])
+def test_sync_replicas_misuse_names_the_fix(config, message):
+    with pytest.raises(UsageError, match=message):
+        model_deploy.DeploymentConfig(**config)
+
+
+def test_sync_replicas_cannot_wait_for_more_workers_than_the_cluster_has():
+    with pytest.raises(UsageError, match='--replicas_to_aggregate=3 is more than the 2 '
+                                         'worker'):
+        model_deploy.from_flags(sync_replicas=True, replicas_to_aggregate=3,
+                                cluster=_cluster(ps=1, workers=2))
+    config = model_deploy.from_flags(sync_replicas=True, replicas_to_aggregate=2,
+                                     cluster=_cluster(ps=1, workers=3))
+    assert (config.mode, config.gradients_per_update) == ('parameter_server', 2)
 
 
 @pytest.mark.parametrize('config,message', [
