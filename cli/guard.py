@@ -4,7 +4,7 @@ import os
 import sys
 
 from cli import startup
-from core.errors import TrainingDiverged, UsageError
+from core.errors import ClusterTaskFailed, TrainingDiverged, UsageError
 from datasets import download
 
 
@@ -40,7 +40,7 @@ def guarded(main):
                                  f'--flags.')
             result = main(argv)
         except (UsageError, NotImplementedError, download.DownloadError,
-                TrainingDiverged) as error:
+                TrainingDiverged, ClusterTaskFailed) as error:
             sys.stderr.write(f'ERROR: {error}\n')
             exit_now(1)
         exit_now(0, keep_alive=result)

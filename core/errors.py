@@ -12,3 +12,8 @@ class UsageError(ValueError):
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the message names the step and what to do."""
+
+
+class ClusterTaskFailed(RuntimeError):
+    """A task of the training cluster stopped answering; the message names it and how
+    to resume."""

@@ -7,7 +7,9 @@ MirroredStrategy, MultiWorkerMirroredStrategy) or scheduled on remote workers by
 its own iterator. `run` returns handles; `fetch` turns them into numpy values, so a
 loop reads results only when it logs them.
 """
+import contextlib
 import os
+import re
 from typing import Callable, Optional
 
 import numpy as np
@@ -16,6 +18,7 @@ from absl import logging
 # tf.data's sleep has no public name; only the test hook below uses it.
 from tensorflow.python.data.experimental.ops import testing as data_testing
 
+from core.errors import ClusterTaskFailed
 from deployment.aggregation import is_parameter_server
 from deployment.sync_replicas import SyncReplicas
 
@@ -63,6 +66,26 @@ def _slowed_on_one_worker(input_fn: Callable, strategy: tf.distribute.Strategy,
     return slowed_input_fn
 
 
+_TASK_NAME = re.compile(r'/job:(\w+)/replica:\d+/task:(\d+)')
+_TASK_ADDRESS = re.compile(r'ipv4:([\w.-]+:\d+)')
+
+
+def describe_failed_task(error: Exception, cluster: dict) -> str:
+    """'ps task 1 (127.0.0.1:4242)' from a gRPC error's text, as far as it tells."""
+    text = str(error)
+    addressed = _TASK_ADDRESS.search(text)  # the peer that did not answer
+    if addressed:
+        for job, hosts in cluster.items():
+            if addressed.group(1) in hosts:
+                return f'{job} task {hosts.index(addressed.group(1))} ({addressed.group(1)})'
+    named = _TASK_NAME.search(text)
+    if named:
+        job, index = named.group(1), int(named.group(2))
+        hosts = cluster.get(job, [])
+        return f'{job} task {index}' + (f' ({hosts[index]})' if index < len(hosts) else '')
+    return 'a task of the cluster'
+
+
 class CoordinatorRunner:
     """Schedules steps on the parameter-server workers.
 
@@ -75,6 +98,8 @@ class CoordinatorRunner:
                  sync_replicas: Optional[SyncReplicas] = None):
         self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(
             strategy)
+        # The strategy keeps its resolver privately (strategy.cluster_resolver is None).
+        self._cluster = strategy._cluster_resolver.cluster_spec().as_dict()  # pylint: disable=protected-access
         self.sync_replicas = sync_replicas
         # No public API names the worker count (strategy.cluster_resolver is None here).
         self.num_workers = strategy.extended._num_workers  # pylint: disable=protected-access
@@ -92,7 +117,23 @@ class CoordinatorRunner:
     def checkpointable_iterator(self):
         return None  # per-worker iterators live on the workers
 
+    @contextlib.contextmanager
+    def _task_failures_named(self):
+        """The coordinator rides out dead workers; a parameter server that stops answering
+        ends training with one line naming it."""
+        try:
+            yield
+        except (tf.errors.UnavailableError, tf.errors.AbortedError) as error:
+            raise ClusterTaskFailed(
+                f'{describe_failed_task(error, self._cluster)} stopped answering, so '
+                'training stopped; restart that task, then this one: training resumes '
+                'from the last checkpoint in --train_dir.') from None
+
     def run(self, steps_fn: Callable, num_steps: int):
+        with self._task_failures_named():
+            return self._schedule(steps_fn, num_steps)
+
+    def _schedule(self, steps_fn: Callable, num_steps: int):
         if self.sync_replicas is not None:
             sync = self.sync_replicas
             sync.target.assign(sync.global_step.read_value() + num_steps)
@@ -105,6 +146,10 @@ class CoordinatorRunner:
         return result
 
     def fetch(self, outputs):
+        with self._task_failures_named():
+            return self._fetch(outputs)
+
+    def _fetch(self, outputs):
         self.coordinator.join()
         if self.sync_replicas is None:
             return _to_numpy(outputs.fetch())

@@ -41,9 +41,10 @@ BAD_TRAINING = {
     'parameter_servers': (SHAPES + ['--num_ps_tasks=1'], ['--num_ps_tasks=1', '--ps_hosts']),
     'bad_cluster': (SHAPES + ['--worker_hosts=localhost:1', '--task=2'],
                     ['out of range', '--task=0..0']),
-    'sync_replicas': (SHAPES + ['--sync_replicas'], ['--sync_replicas', 'not implemented yet']),
+    'sync_replicas': (SHAPES + ['--sync_replicas'],
+                      ['--sync_replicas aggregates gradients on parameter servers']),
     'replicas_to_aggregate': (SHAPES + ['--replicas_to_aggregate=2'],
-                              ['--replicas_to_aggregate', 'not implemented yet']),
+                              ['--replicas_to_aggregate=2 needs --sync_replicas']),
 }
 HELP_FLAGS = {
     TRAIN: ['--model_name', '--dataset_dir', '--train_dir', '--optimizer', '--learning_rate',

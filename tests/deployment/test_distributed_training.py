@@ -290,3 +290,58 @@ def test_backup_workers_keep_the_pace_of_the_fast_ones(tmp_path):
     assert summary['elapsed'] < 0.5 * (steps - 2) * slow_secs, summary
     assert summary['dropped'] >= 1, summary
     assert re.search(rf'Sync replicas: {summary["dropped"]} stale gradient', chief_log)
+
+
+@pytest.mark.slow
+def test_a_dead_parameter_server_stops_the_chief_naming_it_and_the_job_resumes(
+        tmp_path, shapes_data):
+    train_dir = tmp_path / 'train'
+    with processes(tmp_path) as group:
+        chief_flags = start_ps_cluster(group, num_ps=2, num_workers=2,
+                                       wait_for_chief_secs=120)
+        training = [TRAIN, *chief_flags, '--dataset_name=shapes',
+                    f'--dataset_dir={shapes_data}', '--model_name=lenet',
+                    '--batch_size=4', f'--train_dir={train_dir}', '--log_every_n_steps=10',
+                    '--save_interval_secs=1']
+        group.start('chief', [*training, '--max_number_of_steps=100000'])
+        wait_for_log(group, 'chief', r'Saved checkpoint .*model\.ckpt-\d+', timeout=180)
+        ps1_address = chief_flags[0].split('=')[1].split(',')[1]
+        os.killpg(group.children['ps1'].pid, signal.SIGKILL)
+        assert group.wait('chief', timeout=120) == 1
+        failed = group.log('chief')
+        assert 'Traceback' not in failed
+        assert failed.rstrip().splitlines()[-1] == (
+            f'ERROR: ps task 1 ({ps1_address}) stopped answering, so training stopped; '
+            'restart that task, then this one: training resumes from the last '
+            'checkpoint in --train_dir.')
+        latest = int(re.findall(r'Saved checkpoint .*model\.ckpt-(\d+)', failed)[-1])
+        group.start('ps1_restarted', [TRAIN, *chief_flags[:3], '--job_name=ps', '--task=1'])
+        group.start('chief_restarted', [*training, f'--max_number_of_steps={latest + 20}'])
+        assert group.wait('chief_restarted', timeout=240) == 0, group.log(
+            'chief_restarted')[-3000:]
+        restarted = group.log('chief_restarted')
+    assert re.search(rf'Resumed from .*model\.ckpt-{latest} at step {latest}', restarted)
+    assert f'global step {latest + 20}:' in restarted
+
+
+@pytest.mark.slow
+def test_sync_replicas_with_a_backup_train_on_when_a_worker_dies(tmp_path, shapes_data):
+    train_dir = tmp_path / 'train'
+    with processes(tmp_path) as group:
+        chief_flags = start_ps_cluster(group, num_ps=1, num_workers=3,
+                                       wait_for_chief_secs=60)
+        group.start('chief', [TRAIN, *chief_flags, '--dataset_name=shapes',
+                              f'--dataset_dir={shapes_data}', '--model_name=lenet',
+                              '--batch_size=4', f'--train_dir={train_dir}',
+                              '--sync_replicas', '--replicas_to_aggregate=2',
+                              '--log_every_n_steps=10', '--max_number_of_steps=150'])
+        wait_for_log(group, 'chief', r'global step [2-9]\d:', timeout=180)
+        os.killpg(group.children['worker2'].pid, signal.SIGKILL)
+        assert group.wait('chief', timeout=240) == 0, group.log('chief')[-3000:]
+        chief_log = group.log('chief')
+    plan = chief_log[chief_log.index('Deployment plan:'):]
+    assert ('sync replicas: each update averages 2 worker(s)\' gradients of one version, '
+            '1 backup(s)') in plan
+    assert 'global step 150:' in chief_log
+    assert (train_dir / 'model.ckpt-150.index').exists()
+    assert 'Traceback' not in chief_log
