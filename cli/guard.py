@@ -5,7 +5,7 @@ import sys
 
 from cli import startup
 from core.errors import ClusterTaskFailed, TrainingDiverged, UsageError
-from datasets import download
+from datasets import download, input_pipeline
 
 
 def exit_now(status: int, keep_alive=None):
@@ -34,15 +34,27 @@ def guarded(main):
 
     def run(argv):
         startup.quiet_python_logging()
-        try:
-            if len(argv) > 1:
-                raise UsageError(f'Unexpected arguments {" ".join(argv[1:])}; pass only '
-                                 f'--flags.')
-            result = main(argv)
-        except (UsageError, NotImplementedError, download.DownloadError,
-                TrainingDiverged, ClusterTaskFailed) as error:
-            sys.stderr.write(f'ERROR: {error}\n')
-            exit_now(1)
-        exit_now(0, keep_alive=result)
+        status, result = run_guarded(main, argv)
+        exit_now(status, keep_alive=result)
 
     return run
+
+
+def run_guarded(main, argv):
+    """Runs main(argv) as a script does, without exiting: returns (exit status, what main
+    returned). A user error is written to stderr as its one `ERROR:` line (status 1)."""
+    try:
+        if len(argv) > 1:
+            raise UsageError(f'Unexpected arguments {" ".join(argv[1:])}; pass only '
+                             f'--flags.')
+        return 0, main(argv)
+    except (UsageError, NotImplementedError, download.DownloadError,
+            TrainingDiverged, ClusterTaskFailed) as error:
+        sys.stderr.write(f'ERROR: {error}\n')
+        return 1, None
+    except Exception as error:  # pylint: disable=broad-except
+        message = input_pipeline.data_error_message(error)  # bad data inside tf.data
+        if message is None:
+            raise
+        sys.stderr.write(f'ERROR: {message}\n')
+        return 1, None

@@ -14,6 +14,16 @@ class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the message names the step and what to do."""
 
 
+class DataError(UsageError):
+    """Input data that stops a job (no examples, labels out of range, a broken labels.txt);
+    the message names the file and the fix."""
+
+
+class SaveFailed(UsageError):
+    """A checkpoint could not be written (disk full, I/O error); the message names the
+    complete checkpoint that stays the latest, and what to free or change."""
+
+
 class ClusterTaskFailed(RuntimeError):
     """A task of the training cluster stopped answering; the message names it and how
     to resume."""

@@ -18,6 +18,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
+from core.errors import DataError
 from core.progress import ProgressBar
 
 LABELS_FILENAME = "labels.txt"
@@ -126,13 +127,23 @@ def is_converted(output_paths: Sequence[str], dataset_dir: str) -> bool:
 
 
 def read_label_file(dataset_dir: str, filename: str = LABELS_FILENAME) -> dict[int, str]:
-    """Reads a labels file written by write_label_file (or by TF-Slim)."""
-    with tf.io.gfile.GFile(os.path.join(dataset_dir, filename), "r") as f:
+    """Reads a labels file written by write_label_file (or by TF-Slim): 'label:name' lines.
+
+    A malformed line is a DataError naming the file, the line and the fix.
+    """
+    path = os.path.join(dataset_dir, filename)
+    with tf.io.gfile.GFile(path, "r") as f:
         lines = f.read().splitlines()
     labels_to_class_names = {}
-    for line in filter(None, lines):
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
         # Split at the first colon only: class names may contain colons.
-        label, name = line.split(":", 1)
+        label, colon, name = line.partition(":")
+        if not colon or not label.strip().lstrip("-").isdigit():
+            raise DataError(f"{path} line {number} is {line[:80]!r}, not 'label:name' "
+                            f"(e.g. '0:daisy'); fix the line, or delete the file to use "
+                            f"the dataset's built-in class names.")
         labels_to_class_names[int(label)] = name
     return labels_to_class_names
 

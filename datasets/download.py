@@ -1,9 +1,12 @@
 """Checksummed downloads and safe tar extraction for the dataset converters."""
 import hashlib
+import http.client
 import os
 import posixpath
+import shutil
+import socket
 import tarfile
-import tempfile
+import time
 import urllib.error
 import urllib.request
 
@@ -34,12 +37,28 @@ def sha256_of_file(path: str) -> str:
     return digest.hexdigest()
 
 
-def download_file(url: str, path: str, sha256: str) -> str:
+# A server that accepts no connection, or sends nothing, for this long fails the attempt.
+CONNECT_TIMEOUT_SECS = 30.0
+READ_TIMEOUT_SECS = 60.0
+RETRIES = 3  # further attempts after a failed one, each resuming the partial file
+_RETRY_WAIT_SECS = (1.0, 4.0, 10.0)
+
+
+class _TransientError(Exception):
+    """A failed attempt worth retrying (timeout, reset connection, 5xx)."""
+
+
+def download_file(url: str, path: str, sha256: str, *,
+                  connect_timeout_secs: float = CONNECT_TIMEOUT_SECS,
+                  read_timeout_secs: float = READ_TIMEOUT_SECS,
+                  retries: int = RETRIES) -> str:
     """Downloads url to path unless a file with the expected sha256 is already there.
 
-    The data goes to a temporary file in the same directory, which is renamed to path
-    only after its checksum matches; on any failure the temporary file is deleted.
-    Returns path.
+    The data goes to '<path>.part', renamed to path only after its checksum matches. A
+    connection that stalls (no byte within read_timeout_secs) or breaks is retried,
+    resuming the partial file with an HTTP Range request; after the last retry the
+    partial file is kept, so running again resumes it. A checksum mismatch or a
+    permanent error (404) deletes it. Returns path.
     """
     if os.path.exists(path):
         if sha256_of_file(path) == sha256:
@@ -50,49 +69,129 @@ def download_file(url: str, path: str, sha256: str) -> str:
 
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, temp_path = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".",
-                                     suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            actual = _fetch(url, out)
-        if actual != sha256:
-            raise ChecksumError(
-                f"Checksum mismatch for {url}: expected sha256 {sha256}, got {actual}; "
-                f"the download was deleted, retry later or check that the URL is right.")
-        os.replace(temp_path, path)
-    finally:
-        if os.path.exists(temp_path):
-            os.remove(temp_path)
+    partial = path + ".part"
+    for attempt in range(retries + 1):
+        try:
+            _fetch(url, partial, connect_timeout_secs, read_timeout_secs)
+            break
+        except _TransientError as error:
+            if attempt == retries:
+                raise DownloadError(
+                    f"Could not download {url} in {retries + 1} attempts ({error}); "
+                    f"{partial} keeps what arrived: run again to resume, or check the "
+                    f"network connection.") from None
+            wait = _RETRY_WAIT_SECS[min(attempt, len(_RETRY_WAIT_SECS) - 1)]
+            logging.warning("Download of %s failed (%s); retrying in %g s.", url, error, wait)
+            time.sleep(wait)
+        except BaseException:
+            _remove_quietly(partial)
+            raise
+    actual = sha256_of_file(partial)
+    if actual != sha256:
+        _remove_quietly(partial)
+        raise ChecksumError(
+            f"Checksum mismatch for {url}: expected sha256 {sha256}, got {actual}; "
+            f"the download was deleted, retry later or check that the URL is right.")
+    os.replace(partial, path)
     return path
 
 
-def _fetch(url: str, out) -> str:
-    """Streams url into the open file out and returns the sha256 of what was written."""
-    digest = hashlib.sha256()
-    logging.info("Downloading %s", url)
+def _remove_quietly(path: str) -> None:
+    if os.path.exists(path):
+        os.remove(path)
+
+
+def _set_read_timeout(response, seconds: float) -> None:
+    """After connecting, a socket read waits at most this long (urllib has one timeout)."""
+    sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)
+    if sock is not None:
+        sock.settimeout(seconds)
+
+
+def _fetch(url: str, partial: str, connect_timeout_secs: float,
+           read_timeout_secs: float) -> None:
+    """Appends url's bytes to partial, resuming after what it holds when the server
+    honours Range; raises _TransientError for failures worth retrying."""
+    have = os.path.getsize(partial) if os.path.exists(partial) else 0
+    request = urllib.request.Request(url)
+    if have and url.startswith(("http://", "https://")):
+        request.add_header("Range", f"bytes={have}-")
+    logging.info("Downloading %s%s", url, f" (resuming after {have} bytes)" if have else "")
     try:
-        with urllib.request.urlopen(url) as response:
+        with urllib.request.urlopen(request, timeout=connect_timeout_secs) as response:
+            _set_read_timeout(response, read_timeout_secs)
+            resumed = getattr(response, "status", None) == 206
+            if not resumed:
+                have = 0  # the server sends everything: start over
             total = int(response.headers.get("Content-Length") or 0)
-            progress = ProgressBar(posixpath.basename(url), total or None, unit="bytes")
-            done = 0
-            for chunk in iter(lambda: response.read(_CHUNK_BYTES), b""):
-                out.write(chunk)
-                digest.update(chunk)
-                done += len(chunk)
-                progress.update(done)
+            progress = ProgressBar(posixpath.basename(url), (have + total) or None,
+                                   unit="bytes")
+            done = have
+            with open(partial, "ab" if resumed else "wb") as out:
+                # read1: what has arrived, so a stall keeps the bytes before it.
+                read = getattr(response, "read1", response.read)
+                for chunk in iter(lambda: read(_CHUNK_BYTES), b""):
+                    out.write(chunk)
+                    done += len(chunk)
+                    progress.update(done)
             progress.close()
-    except (urllib.error.URLError, OSError) as e:
+            if total and done - have < total:
+                raise _TransientError(f"the connection closed after {done} bytes")
+    except urllib.error.HTTPError as e:
+        if e.code == 416 and have:  # the partial file is complete already
+            return
+        if e.code >= 500 or e.code == 429:
+            raise _TransientError(f"HTTP {e.code}") from None
+        raise DownloadError(f"Could not download {url} ({e}); check the URL, then run "
+                            f"again.") from None
+    except (socket.timeout, TimeoutError) as e:
+        raise _TransientError(f"no data for {read_timeout_secs:g} s: timed out") from None
+    except urllib.error.URLError as e:
+        if isinstance(e.reason, (socket.timeout, TimeoutError)):
+            raise _TransientError(f"no connection within {connect_timeout_secs:g} s: "
+                                  f"timed out") from None
+        if isinstance(e.reason, ConnectionError):
+            raise _TransientError(str(e.reason)) from None
         raise DownloadError(f"Could not download {url} ({e}); check the network "
-                            f"connection and the URL, then run again.") from e
-    return digest.hexdigest()
+                            f"connection and the URL, then run again.") from None
+    except (ConnectionError, http.client.HTTPException) as e:
+        raise _TransientError(str(e) or type(e).__name__) from None
+    except OSError as e:
+        raise DownloadError(f"Could not download {url} ({e}); check the network "
+                            f"connection and the URL, then run again.") from None
 
 
-def _is_within(directory: str, path: str) -> bool:
-    return os.path.commonpath([directory, path]) == directory
+def _resolve(name: str, links: dict, depth: int = 0):
+    """The archive-relative path `name` designates once the archive's symlinks (links:
+    member name -> link target) exist, or None if it escapes the archive's root."""
+    if depth > 40:
+        return None  # a symlink loop
+    parts = []
+    for component in name.replace("\\", "/").split("/"):
+        if component in ("", "."):
+            continue
+        if component == "..":
+            if not parts:
+                return None
+            parts.pop()
+            continue
+        parts.append(component)
+        joined = "/".join(parts)
+        if joined in links:
+            target = links[joined]
+            if posixpath.isabs(target):
+                return None
+            resolved = _resolve(posixpath.join(posixpath.dirname(joined), target), links,
+                                depth + 1)
+            if resolved is None:
+                return None
+            parts = [p for p in resolved.split("/") if p]
+    return "/".join(parts)
 
 
-def _check_member(member: tarfile.TarInfo, target_dir: str, archive: str) -> None:
-    """Raises UnsafeArchiveError unless member stays inside target_dir."""
+def _check_member(member: tarfile.TarInfo, links: dict, archive: str) -> None:
+    """Raises UnsafeArchiveError unless member, and what it links to, stays inside the
+    extraction directory once every symlink of the archive exists (chains included)."""
     def refuse(reason):
         raise UnsafeArchiveError(
             f"Refusing to extract {archive}: member {member.name!r} {reason}; "
@@ -103,18 +202,15 @@ def _check_member(member: tarfile.TarInfo, target_dir: str, archive: str) -> Non
         refuse("has an absolute path")
     if ".." in name.replace("\\", "/").split("/"):
         refuse("contains '..'")
-    destination = os.path.realpath(os.path.join(target_dir, name))
-    if not _is_within(target_dir, destination):
-        refuse("resolves outside the target directory")
+    parent = posixpath.dirname(name.rstrip("/"))
+    if _resolve(parent, links) is None:
+        refuse("resolves outside the target directory (through a symlink)")
     if member.issym():
-        link_target = os.path.realpath(
-            os.path.join(os.path.dirname(destination), member.linkname))
-        if os.path.isabs(member.linkname) or not _is_within(target_dir, link_target):
+        if posixpath.isabs(member.linkname) or _resolve(name, links) is None:
             refuse(f"is a symlink pointing outside the target directory ({member.linkname})")
     elif member.islnk():
         # Hard link names are relative to the archive root.
-        link_target = os.path.realpath(os.path.join(target_dir, member.linkname))
-        if os.path.isabs(member.linkname) or not _is_within(target_dir, link_target):
+        if posixpath.isabs(member.linkname) or _resolve(member.linkname, links) is None:
             refuse(f"is a hard link pointing outside the target directory ({member.linkname})")
     elif not (member.isfile() or member.isdir()):
         refuse("is a device, fifo or other special file")
@@ -123,16 +219,35 @@ def _check_member(member: tarfile.TarInfo, target_dir: str, archive: str) -> Non
 def extract_tar(archive: str, target_dir: str) -> None:
     """Extracts a (possibly compressed) tar archive into target_dir.
 
-    Every member is checked before anything is written, so a refused archive leaves
-    nothing behind; members may not escape target_dir by absolute paths, '..',
-    or symlinks/hard links pointing outside.
+    Every member is checked before anything is written: members may not escape
+    target_dir by absolute paths, '..', or symlinks/hard links (or chains of them)
+    pointing outside. Any failure, a refused member or a corrupt archive, is an
+    UnsafeArchiveError; the entries it added to target_dir are removed (files it wrote
+    into folders target_dir already had are not tracked).
     """
     target_dir = os.path.realpath(target_dir)
     os.makedirs(target_dir, exist_ok=True)
     logging.info("Extracting %s to %s", archive, target_dir)
-    with tarfile.open(archive) as tar:
-        members = tar.getmembers()
-        for member in members:
-            _check_member(member, target_dir, archive)
-        # The 'data' filter is a second line of defence (and drops unsafe permissions).
-        tar.extractall(target_dir, members=members, filter="data")
+    existed = set(os.listdir(target_dir))
+    try:
+        with tarfile.open(archive) as tar:
+            members = tar.getmembers()
+            links = {m.name.rstrip("/"): m.linkname for m in members if m.issym()}
+            for member in members:
+                _check_member(member, links, archive)
+            # The 'data' filter is a second line of defence (and drops unsafe permissions).
+            tar.extractall(target_dir, members=members, filter="data")
+    except BaseException as error:
+        for name in set(os.listdir(target_dir)) - existed:
+            path = os.path.join(target_dir, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.remove(path)
+        if isinstance(error, UnsafeArchiveError):
+            raise
+        if isinstance(error, (tarfile.TarError, OSError, EOFError, ValueError)):
+            raise UnsafeArchiveError(
+                f"Could not extract {archive} ({error}); the archive is corrupt or "
+                f"incomplete: delete it and download it again.") from None
+        raise
