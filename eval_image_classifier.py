@@ -1,8 +1,12 @@
-r"""Evaluates a trained classifier once over a split: prints eval/Accuracy, eval/Recall_5.
+r"""Evaluates a trained classifier over a split: prints eval/Accuracy, eval/Recall_5.
 
   python eval_image_classifier.py --dataset_name=shapes --dataset_dir=/tmp/shapes \
       --dataset_split_name=validation --model_name=cifarnet \
       --checkpoint_path=/tmp/train --eval_dir=/tmp/eval
+
+With --eval_interval_secs=N it follows the training in --checkpoint_path, evaluating
+each new checkpoint once until the training's last one. --eval_dir receives
+metrics.json(l), confusion.csv, best_checkpoint.json and TensorBoard events.
 """
 from cli import startup  # noqa: F401  (first: configures TensorFlow before it loads)
 
@@ -17,7 +21,10 @@ cli_flags.define_dataset_flags(default_split='test')
 cli_flags.define_checkpoint_flag('A checkpoint prefix, or a directory whose latest '
                                  'checkpoint is evaluated.')
 cli_flags.define_moving_average_flag('when set, evaluate the averaged weights '
-                                     '(any value: the checkpoint holds them)')
+                                     '(any value: the checkpoint holds them); unset: '
+                                     'the raw weights')
+cli_flags.define_continuous_eval_flags()
+cli_flags.define_clone_flags()
 cli_flags.define_tf_log_level_flag()
 flags.adopt_module_key_flags(cli_flags)
 flags.DEFINE_string('eval_dir', '/tmp/tfmodel/', 'Where metrics.json, metrics.jsonl and '
@@ -26,6 +33,10 @@ flags.DEFINE_integer('eval_image_size', None, 'Eval image size; default: the '
                      'network\'s default image size.')
 flags.DEFINE_integer('max_num_batches', None, 'Evaluate only this many batches; '
                      'default: the whole split, once.')
+flags.DEFINE_bool('quantize', False, 'Evaluate the quantized model (fake int8 '
+                  'quantization on the learned ranges). A quantization-aware checkpoint '
+                  '(--quantize_delay in training) is detected without it; with it, a '
+                  'float checkpoint is an error.')
 
 DEFAULT_BATCH_SIZE = 100
 
@@ -35,7 +46,9 @@ def main(argv):
     data = configs.data_config_from_flags(default_batch_size=DEFAULT_BATCH_SIZE,
                                           image_size=FLAGS.eval_image_size)
     jobs.evaluate(data, FLAGS.checkpoint_path, FLAGS.eval_dir, FLAGS.max_num_batches,
-                  use_moving_averages=FLAGS.moving_average_decay is not None)
+                  use_moving_averages=FLAGS.moving_average_decay is not None,
+                  top_k=configs.top_k_from_flags(), watch=configs.watch_config_from_flags(),
+                  deployment=configs.clone_deployment_from_flags(), quantize=FLAGS.quantize)
 
 
 if __name__ == '__main__':

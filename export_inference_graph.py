@@ -43,8 +43,10 @@ flags.DEFINE_string('dataset_dir', None, 'The converted dataset: parity-check an
                     'images and the dataset\'s built-in class names.')
 flags.DEFINE_string('output_file', None, 'Where to write the one graph or TFLite file '
                     'asked for; alone, the frozen GraphDef (input placeholder "input").')
-flags.DEFINE_bool('quantize', False, 'Export a quantization-aware-trained model (not '
-                  'implemented yet; use --export_format=tflite_int8).')
+flags.DEFINE_bool('quantize', False, 'Export the quantized model of a quantization-'
+                  'aware checkpoint (--quantize_delay in training), its int8 TFLite on '
+                  'the learned ranges; such a checkpoint is detected without it, with it '
+                  'a float checkpoint is an error.')
 flags.DEFINE_bool('is_video_model', False, 'The network takes clips [batch, frames, '
                   'height, width, channels] (i3d, s3dg).')
 flags.DEFINE_integer('num_frames', None, 'Frames per clip of a video model; default: '

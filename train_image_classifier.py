@@ -5,9 +5,11 @@ r"""Trains an image classifier: flags -> configs -> cli.jobs.train.
 """
 from cli import startup  # noqa: F401  (first: configures TensorFlow before it loads)
 
+import sys  # noqa: E402
+
 from absl import app, flags  # noqa: E402
 
-from cli import configs, guard, jobs  # noqa: E402
+from cli import configs, guard, jobs, run_record  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 from training import train_loop  # noqa: E402
 
@@ -25,18 +27,16 @@ DEFAULT_BATCH_SIZE = 32
 
 def main(argv):
     del argv
-    if FLAGS.quantize_delay is not None:
-        raise NotImplementedError('--quantize_delay (quantization-aware training) is not '
-                                  'implemented yet; drop it, and quantize after training '
-                                  'with export_inference_graph.py '
-                                  '--export_format=tflite_int8.')
     data = configs.data_config_from_flags(
         default_batch_size=DEFAULT_BATCH_SIZE, image_size=FLAGS.train_image_size,
         seed=FLAGS.seed)
     config = train_loop.TrainConfig(
         train_dir=FLAGS.train_dir, batch_size=data.batch_size,
         max_number_of_steps=FLAGS.max_number_of_steps,
-        log_every_n_steps=FLAGS.log_every_n_steps,
+        log_every_n_steps=FLAGS.log_every_n_steps, steps_per_loop=FLAGS.steps_per_loop,
+        trace_every_n_steps=FLAGS.trace_every_n_steps,
+        precision=FLAGS.precision, jit_compile=FLAGS.jit_compile,
+        checkpoint_input_position=FLAGS.checkpoint_input_position,
         save_interval_secs=FLAGS.save_interval_secs,
         save_summaries_secs=FLAGS.save_summaries_secs,
         max_checkpoints_to_keep=FLAGS.max_checkpoints_to_keep,
@@ -47,9 +47,13 @@ def main(argv):
         moving_average_decay=FLAGS.moving_average_decay)
     if FLAGS.dry_run_restore:
         return jobs.dry_run_restore(data, config)
-    return jobs.train(data, configs.deployment_config_from_flags(), config,
+    deployment = configs.deployment_config_from_flags()
+    if deployment.is_chief and not deployment.serves_only:
+        run_record.record(FLAGS.train_dir, FLAGS, sys.argv[0], FLAGS.max_number_of_steps)
+    return jobs.train(data, deployment, config,
                       configs.optimizer_config_from_flags(),
-                      configs.learning_rate_config_from_flags(), FLAGS.weight_decay)
+                      configs.learning_rate_config_from_flags(), FLAGS.weight_decay,
+                      quantize_delay=FLAGS.quantize_delay)
 
 
 if __name__ == '__main__':

@@ -1,15 +1,28 @@
 r"""Training throughput: our train step against Keras training the same architecture.
 
+  .venv/bin/python benchmarks/train_throughput.py --models=cifarnet,lenet --batch_size=128
+  .venv/bin/python benchmarks/train_throughput.py --models=cifarnet --batch_size=128 \
+      --dataset_name=shapes --dataset_dir=/tmp/shapes      # real data: input waits too
   .venv/bin/python benchmarks/train_throughput.py --models=resnet_v1_50,mobilenet_v1
 
-For each model, our Trainer's compiled step (the one train_image_classifier.py runs:
-forward, softmax cross-entropy, gradients, TF1 momentum kernels, batch-norm updates,
-global step) and a Keras train step (`tf.keras.applications` model, GradientTape,
-SGD with momentum) run on the same in-memory batch, same batch size, same optimizer
-settings, no weight decay on either side. The two alternate round by round
-(interleaved: these machines are shared and noisy); each round times
---steps_per_round steps after --warmup_steps untimed ones. Printed: the median img/s
-of each and their ratio (ours / Keras, > 1 means ours is faster).
+For each model, three sides train the same architecture on the same batches with the
+same batch size and optimizer (momentum 0.9, lr 0.01, no weight decay on any side):
+  ours        the toolkit's compiled loop (Trainer._train_steps, what
+              train_image_classifier.py runs: forward, softmax cross-entropy, gradients,
+              TF1 momentum kernels, batch-norm updates, global step), --steps_per_loop
+              steps per call;
+  keras       a custom Keras train step (a tf.function looping GradientTape + SGD);
+  keras_fit   Keras `model.fit` on the same tf.data input.
+cifarnet and lenet are rebuilt layer for layer in Keras, initialised as slim does (the
+step's speed depends on the weights' values: a Keras cifarnet initialised with
+`TruncatedNormal(0.05)`, i.e. mean 0.05, ran 20 % faster, measured); the others use
+`tf.keras.applications`. Inputs: a synthetic batch repeated (tf.data, both sides), or
+with --dataset_dir the training input pipeline of train_image_classifier.py (every side
+reads its own copy of it). The sides alternate for --rounds rounds (the machine is
+shared and noisy); printed are the median img/s of each, the ratios to ours, and with
+real data the fraction of our step time spent waiting for input (1 - real / synthetic
+speed). The glibc allocator tuning of cli.startup applies to every side (printed);
+SLIM_MALLOC_TUNING=default turns it off for all of them.
 """
 import os
 import statistics
@@ -19,117 +32,258 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from cli import startup  # noqa: E402,F401  (first: configures TensorFlow before it loads)
+from cli import startup  # noqa: E402  (first: configures TensorFlow before it loads)
 from absl import app, flags  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from cli import jobs  # noqa: E402
 from deployment import model_deploy, runners  # noqa: E402
-from nets import nets_factory  # noqa: E402
+from nets import nets_factory, precision  # noqa: E402
 from training import optimizers, train_loop  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list('models', ['inception_v3', 'vgg_16', 'resnet_v1_50', 'mobilenet_v1'],
+flags.DEFINE_list('models', ['cifarnet', 'lenet'],
                   'Model names to measure (each needs a Keras counterpart below).')
-flags.DEFINE_integer('rounds', 3, 'Interleaved rounds per model.')
-flags.DEFINE_integer('steps_per_round', 3, 'Timed steps per round and side.')
-flags.DEFINE_integer('warmup_steps', 2, 'Untimed steps per side before the rounds.')
+flags.DEFINE_list('sides', ['ours', 'keras', 'keras_fit'], 'What to measure: ours, '
+                  'keras, keras_fit, ours_float32 (ours in float32 beside --precision).')
+flags.DEFINE_integer('rounds', 5, 'Interleaved rounds per model.')
+flags.DEFINE_integer('steps_per_round', 30, 'Timed steps per round and side.')
+flags.DEFINE_integer('warmup_steps', 5, 'Untimed steps per side before the rounds.')
 flags.DEFINE_integer('batch_size', None, 'Override every model\'s batch size.')
+flags.DEFINE_integer('steps_per_loop', None, 'Our steps per tf.function call; default: '
+                     'as train_image_classifier.py.')
+flags.DEFINE_enum('precision', 'float32', list(precision.PRECISIONS),
+                  'Compute precision of every side.')
+flags.DEFINE_string('dataset_name', 'shapes', 'With --dataset_dir: the dataset to read.')
+flags.DEFINE_string('dataset_dir', None, 'Read real data (the training pipeline) instead '
+                    'of a synthetic batch.')
 
-# Our model -> (Keras application, batch size, classes): the issues' configurations.
+
+def _keras_cifarnet(num_classes, input_shape):
+    layers = tf.keras.layers
+    init = lambda stddev: tf.keras.initializers.TruncatedNormal(stddev=stddev)  # noqa: E731
+
+    def lrn(x):  # the CPU kernel is float32 only, as in our layer kit
+        return tf.cast(tf.nn.local_response_normalization(
+            tf.cast(x, tf.float32), depth_radius=4, bias=1.0, alpha=0.001 / 9.0,
+            beta=0.75), x.dtype)
+
+    return tf.keras.Sequential([
+        tf.keras.Input(input_shape),
+        layers.Conv2D(64, 5, padding='same', activation='relu', kernel_initializer=init(5e-2)),
+        layers.MaxPool2D(2, 2), layers.Lambda(lrn),
+        layers.Conv2D(64, 5, padding='same', activation='relu', kernel_initializer=init(5e-2)),
+        layers.Lambda(lrn), layers.MaxPool2D(2, 2), layers.Flatten(),
+        layers.Dense(384, activation='relu', kernel_initializer=init(0.04),
+                     bias_initializer=tf.keras.initializers.Constant(0.1)),
+        layers.Dropout(0.5),
+        layers.Dense(192, activation='relu', kernel_initializer=init(0.04),
+                     bias_initializer=tf.keras.initializers.Constant(0.1)),
+        layers.Dense(num_classes, kernel_initializer=init(1 / 192.0)),
+        layers.Activation('linear', dtype='float32')])
+
+
+def _keras_lenet(num_classes, input_shape):
+    layers, init = tf.keras.layers, tf.keras.initializers.TruncatedNormal(stddev=0.1)
+    return tf.keras.Sequential([
+        tf.keras.Input(input_shape),
+        layers.Conv2D(32, 5, padding='same', activation='relu', kernel_initializer=init),
+        layers.MaxPool2D(2, 2),
+        layers.Conv2D(64, 5, padding='same', activation='relu', kernel_initializer=init),
+        layers.MaxPool2D(2, 2), layers.Flatten(),
+        layers.Dense(1024, activation='relu', kernel_initializer=init), layers.Dropout(0.5),
+        layers.Dense(num_classes, kernel_initializer=init),
+        layers.Activation('linear', dtype='float32')])
+
+
+def _application(name):
+    def build(num_classes, input_shape):
+        # Applications end in a softmax; their logits are not exposed, so the Keras
+        # side's loss reads probabilities (a negligible difference in work).
+        return getattr(tf.keras.applications, name)(
+            weights=None, input_shape=input_shape, classes=num_classes,
+            classifier_activation=None)
+    return build
+
+
+# Our model -> (Keras builder, default batch size, classes).
 KERAS_COUNTERPARTS = {
-    'inception_v3': ('InceptionV3', 32, 1000),
-    'vgg_16': ('VGG16', 32, 1000),
-    'resnet_v1_50': ('ResNet50', 32, 1000),
-    'mobilenet_v1': ('MobileNet', 64, 1000),
+    'cifarnet': (_keras_cifarnet, 128, 10),
+    'lenet': (_keras_lenet, 128, 10),
+    'inception_v3': (_application('InceptionV3'), 32, 1000),
+    'vgg_16': (_application('VGG16'), 32, 1000),
+    'resnet_v1_50': (_application('ResNet50'), 32, 1000),
+    'mobilenet_v1': (_application('MobileNet'), 64, 1000),
 }
 LEARNING_RATE, MOMENTUM = 0.01, 0.9
 
 
-def _batch(batch_size, image_size, num_classes):
+def _synthetic_input_fn(batch_size, image_shape, num_classes):
     rng = np.random.default_rng(0)
-    images = rng.uniform(-1, 1, (batch_size, image_size, image_size, 3)).astype(np.float32)
+    images = rng.uniform(-1, 1, (batch_size, *image_shape)).astype(np.float32)
     labels = rng.integers(0, num_classes, batch_size).astype(np.int64)
-    return tf.constant(images), tf.constant(labels)
+    return lambda context=None: tf.data.Dataset.from_tensors((images, labels)).repeat()
 
 
-def ours(model_name, images, labels, num_classes, train_dir):
-    """A function running n steps of the toolkit's compiled train step."""
+def _real_input_fn(model_name, batch_size):
+    data = jobs.DataConfig(dataset_name=FLAGS.dataset_name, dataset_split_name='train',
+                           dataset_dir=FLAGS.dataset_dir, model_name=model_name,
+                           batch_size=batch_size, seed=0)
+    assembly = jobs._assemble_data(data, is_training=True)  # pylint: disable=protected-access
+    # The training pipeline, without its unreadable-example counter.
+    return (lambda context=None: assembly.input_fn(context).map(lambda i, l, _: (i, l)),
+            assembly.image_shape, assembly.num_classes)
+
+
+def ours(model_name, input_fn, image_shape, num_classes, batch_size, train_dir,
+         precision='float32'):
+    """A function running n steps of the toolkit's compiled train loop."""
     strategy = model_deploy.create_strategy(model_deploy.DeploymentConfig())
     with strategy.scope():
-        network = nets_factory.get_network_fn(model_name, num_classes, is_training=True)
+        network = nets_factory.get_network_fn(model_name, num_classes, weight_decay=0.0,
+                                              is_training=True)
         optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig(
             optimizer='momentum', momentum=MOMENTUM))
-    dataset = tf.data.Dataset.from_tensors((images, labels)).repeat()
+    config = train_loop.TrainConfig(
+        train_dir=train_dir, batch_size=batch_size, precision=precision,
+        **({'steps_per_loop': FLAGS.steps_per_loop} if FLAGS.steps_per_loop else {}))
     trainer = train_loop.Trainer(
         strategy=strategy, network=network, optimizer=optimizer,
-        learning_rate_fn=lambda step: tf.constant(LEARNING_RATE),
-        input_fn=lambda context: dataset, image_shape=images.shape[1:],
-        config=train_loop.TrainConfig(train_dir=train_dir, batch_size=images.shape[0]))
-    runner = trainer.runner = runners.create_runner(strategy, trainer.input_fn)
-
-    def run(num_steps):
-        return runner.fetch(runner.run(trainer._train_steps, num_steps))[0]['total_loss']
-
-    return run
+        learning_rate_fn=lambda step: tf.constant(LEARNING_RATE), input_fn=input_fn,
+        image_shape=image_shape, config=config)
+    return trainer.run_steps
 
 
-def keras(application, images, labels, num_classes):
-    """A function running n steps of a Keras train step on the application model."""
-    model = getattr(tf.keras.applications, application)(
-        weights=None, input_shape=images.shape[1:], classes=num_classes)
+def keras_step(builder, input_fn, image_shape, num_classes):
+    """A function running n steps of a custom Keras train step."""
+    model = builder(num_classes, image_shape)
     optimizer = tf.keras.optimizers.SGD(LEARNING_RATE, momentum=MOMENTUM)
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()  # applications end in softmax
+    if FLAGS.precision == 'mixed_float16':
+        optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    iterator = iter(input_fn())
 
     @tf.function
     def steps(num_steps):
         loss = tf.constant(0.0)
         for _ in tf.range(num_steps):
+            images, labels = next(iterator)
             with tf.GradientTape() as tape:
                 loss = loss_fn(labels, model(images, training=True))
-            gradients = tape.gradient(loss, model.trainable_variables)
+                scaled = (optimizer.scale_loss(loss)
+                          if FLAGS.precision == 'mixed_float16' else loss)
+            gradients = tape.gradient(scaled, model.trainable_variables)
             optimizer.apply_gradients(zip(gradients, model.trainable_variables))
         return loss
 
     return lambda num_steps: float(steps(tf.constant(num_steps)))
 
 
+def keras_fit(builder, input_fn, image_shape, num_classes):
+    """A function running n steps of Keras model.fit."""
+    model = builder(num_classes, image_shape)
+    model.compile(optimizer=tf.keras.optimizers.SGD(LEARNING_RATE, momentum=MOMENTUM),
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    dataset = input_fn()
+    return lambda num_steps: model.fit(dataset, steps_per_epoch=num_steps, epochs=1,
+                                       verbose=0)
+
+
 def _images_per_second(run, num_steps, batch_size):
-    started = time.perf_counter()
+    """(images per wall-clock second, images per CPU second of this process)."""
+    started, cpu_started = time.perf_counter(), time.process_time()
     run(num_steps)
-    return num_steps * batch_size / (time.perf_counter() - started)
+    images = num_steps * batch_size
+    return (images / (time.perf_counter() - started),
+            images / (time.process_time() - cpu_started))
+
+
+def _measure(sides, batch_size):
+    """{side: [img/s per round]}, {side: [img per CPU-second per round]}."""
+    for run in sides.values():
+        run(FLAGS.warmup_steps)
+    rates = {name: [] for name in sides}
+    cpu_rates = {name: [] for name in sides}
+    for _ in range(FLAGS.rounds):
+        for name, run in sides.items():
+            rate, cpu_rate = _images_per_second(run, FLAGS.steps_per_round, batch_size)
+            rates[name].append(rate)
+            cpu_rates[name].append(cpu_rate)
+    return rates, cpu_rates
+
+
+def _paired_ratio(rates, name, other):
+    """Median over rounds of ours / other in the same round (robust to load drift)."""
+    return statistics.median(a / b for a, b in zip(rates[name], rates[other]))
+
+
+def _sides(model_name, input_fn, image_shape, num_classes, batch_size, train_dir,
+           which=None):
+    builder = KERAS_COUNTERPARTS[model_name][0]
+    makers = {
+        'ours': lambda: ours(model_name, input_fn, image_shape, num_classes, batch_size,
+                             train_dir, FLAGS.precision),
+        # Ours in float32 whatever --precision: the speed-up of a low precision.
+        'ours_float32': lambda: ours(model_name, input_fn, image_shape, num_classes,
+                                     batch_size, train_dir + '/float32'),
+        'keras': lambda: keras_step(builder, input_fn, image_shape, num_classes),
+        'keras_fit': lambda: keras_fit(builder, input_fn, image_shape, num_classes)}
+    return {name: makers[name]() for name in (which or FLAGS.sides)}
 
 
 def main(argv):
     del argv
-    print(f'TensorFlow {tf.__version__}, {os.cpu_count()} CPUs; rounds={FLAGS.rounds}, '
-          f'steps_per_round={FLAGS.steps_per_round}, warmup={FLAGS.warmup_steps}')
+    tf.keras.mixed_precision.set_global_policy(FLAGS.precision)  # same names as ours
+    print(f'TensorFlow {tf.__version__}, {os.cpu_count()} CPUs, precision {FLAGS.precision}, '
+          f'glibc malloc tuning {"on" if startup.MALLOC_TUNED else "off"} (every side); '
+          f'rounds={FLAGS.rounds}, steps_per_round={FLAGS.steps_per_round}, '
+          f'warmup={FLAGS.warmup_steps}, data: '
+          f'{FLAGS.dataset_dir and FLAGS.dataset_name or "synthetic"}', flush=True)
     rows = []
     for model_name in FLAGS.models:
-        application, batch_size, num_classes = KERAS_COUNTERPARTS[model_name]
+        _, batch_size, num_classes = KERAS_COUNTERPARTS[model_name]
         batch_size = FLAGS.batch_size or batch_size
-        size = nets_factory.get_spec(model_name).default_image_size
-        images, labels = _batch(batch_size, size, num_classes)
         with tempfile.TemporaryDirectory() as train_dir:
-            sides = {'ours': ours(model_name, images, labels, num_classes, train_dir),
-                     'keras': keras(application, images, labels, num_classes)}
-            for run in sides.values():
-                run(FLAGS.warmup_steps)
-            rates = {name: [] for name in sides}
-            for _ in range(FLAGS.rounds):
-                for name, run in sides.items():
-                    rates[name].append(_images_per_second(run, FLAGS.steps_per_round,
-                                                          batch_size))
-        ours_rate, keras_rate = (statistics.median(rates[n]) for n in ('ours', 'keras'))
-        rows.append((model_name, application, batch_size, ours_rate, keras_rate))
-        print(f'{model_name}: ours {[round(r, 1) for r in rates["ours"]]} img/s, '
-              f'keras {application} {[round(r, 1) for r in rates["keras"]]} img/s',
-              flush=True)
-    print('\n| model | Keras counterpart | batch | ours img/s | Keras img/s | ours / Keras |')
-    print('|---|---|---|---|---|---|')
-    for model_name, application, batch_size, ours_rate, keras_rate in rows:
-        print(f'| {model_name} | {application} | {batch_size} | {ours_rate:.1f} | '
-              f'{keras_rate:.1f} | {ours_rate / keras_rate:.2f} |')
+            waiting = None
+            if FLAGS.dataset_dir:
+                input_fn, image_shape, num_classes = _real_input_fn(model_name, batch_size)
+                rates, cpu_rates = _measure(_sides(model_name, input_fn, image_shape,
+                                                   num_classes, batch_size, train_dir),
+                                            batch_size)
+                if 'ours' in rates:  # our step on a synthetic batch of the same shape
+                    synthetic, _ = _measure(_sides(
+                        model_name, _synthetic_input_fn(batch_size, image_shape,
+                                                        num_classes),
+                        image_shape, num_classes, batch_size, train_dir + '/synthetic',
+                        which=['ours']), batch_size)
+                    waiting = max(0.0, 1 - statistics.median(rates['ours'])
+                                  / statistics.median(synthetic['ours']))
+            else:
+                size = nets_factory.get_spec(model_name).default_image_size
+                image_shape = (size, size, 3)
+                rates, cpu_rates = _measure(_sides(
+                    model_name, _synthetic_input_fn(batch_size, image_shape, num_classes),
+                    image_shape, num_classes, batch_size, train_dir), batch_size)
+        rows.append((model_name, batch_size, rates, cpu_rates, waiting))
+        print(f'{model_name}: ' + '; '.join(
+            f'{name} {[round(r, 1) for r in values]}' for name, values in rates.items())
+            + ' img/s', flush=True)
+    names = list(FLAGS.sides)
+    others = [n for n in names if n != 'ours'] if 'ours' in names else []
+    print('\nimg/s: median over rounds; ours / X: median of the per-round ratios, by '
+          'wall clock and (in brackets) by this process\'s CPU time.')
+    print('\n| model | batch | ' + ' | '.join(f'{n} img/s' for n in names) + ' | '
+          + ' | '.join(f'ours / {n}' for n in others)
+          + (' | input wait |' if FLAGS.dataset_dir else ' |'))
+    print('|---' * (2 + len(names) + len(others) + bool(FLAGS.dataset_dir)) + '|')
+    for model_name, batch_size, rates, cpu_rates, waiting in rows:
+        cells = [f'{statistics.median(rates[n]):.1f}' for n in names]
+        cells += [f'{_paired_ratio(rates, "ours", n):.2f} '
+                  f'({_paired_ratio(cpu_rates, "ours", n):.2f})' for n in others]
+        if FLAGS.dataset_dir:
+            cells.append('n/a' if waiting is None else f'{waiting:.0%}')
+        print(f'| {model_name} | {batch_size} | ' + ' | '.join(cells) + ' |')
 
 
 if __name__ == '__main__':

@@ -78,9 +78,14 @@ def define_dataset_flags(default_split):
 
 # --- Training only. ---
 
-def define_deployment_flags():
+def define_clone_flags():
+    """Replicas on this machine: training's clones, and evaluation's."""
     flags.DEFINE_integer('num_clones', 1, 'Model clones (replicas) on this machine.')
     flags.DEFINE_bool('clone_on_cpu', False, 'Put the clones on logical CPU devices.')
+
+
+def define_deployment_flags():
+    define_clone_flags()
     flags.DEFINE_integer('worker_replicas', 1, 'Number of worker machines.')
     flags.DEFINE_integer('num_ps_tasks', 0, 'Number of parameter servers; 0 means '
                          'variables live on the workers.')
@@ -120,6 +125,22 @@ def define_training_flags():
     flags.DEFINE_integer('max_number_of_steps', None, 'Steps to train for (a resumed '
                          'run counts from its checkpoint); default: forever.')
     flags.DEFINE_integer('log_every_n_steps', 10, 'Steps between log lines.')
+    flags.DEFINE_integer('trace_every_n_steps', None, 'Write a profiler trace of one '
+                         'step every this many steps to <train_dir>/plugins/profile '
+                         '(TensorBoard\'s profile tab); in a cluster it covers every task.')
+    flags.DEFINE_integer('steps_per_loop', 100, 'Training steps per call of the compiled '
+                         'loop, at most (calls also end at log lines and after ~2 s, so '
+                         'a stop signal is honoured quickly).')
+    flags.DEFINE_enum('precision', 'float32', ['float32', 'mixed_bfloat16', 'mixed_float16'],
+                      'Compute precision: variables, loss and softmax stay float32; '
+                      'mixed_float16 scales the loss dynamically. bfloat16 pays only on '
+                      'CPUs with bfloat16 instructions (a warning says when it will not).')
+    flags.DEFINE_bool('jit_compile', False, 'Compile the training step with XLA (one '
+                      'device only; on CPUs often slower for conv nets).')
+    flags.DEFINE_bool('checkpoint_input_position', True, 'On one device, save the input '
+                      'position with each checkpoint for an exact resume (it holds the '
+                      'shuffle buffer\'s records: about --shuffle_buffer_size encoded '
+                      'images); --nocheckpoint_input_position keeps checkpoints small.')
     flags.DEFINE_integer('save_summaries_secs', 600, 'Seconds between TensorBoard '
                          'summaries.')
     flags.DEFINE_integer('save_interval_secs', 600, 'Seconds between checkpoints.')
@@ -140,9 +161,10 @@ def define_training_flags():
     flags.DEFINE_bool('dry_run_restore', False, 'Print what --checkpoint_path would '
                       'restore (restored, excluded, missing, shape-mismatched and '
                       'checkpoint-only variables) and exit without training.')
-    flags.DEFINE_integer('quantize_delay', None, 'Quantization-aware training from this '
-                         'step (not implemented yet; export_inference_graph.py '
-                         '--export_format=tflite_int8 quantizes after training).')
+    flags.DEFINE_integer('quantize_delay', None, 'Quantization-aware training: fake int8 '
+                         'quantization of weights and activations from this step (0: '
+                         'from the start; activation ranges are tracked from step 0). '
+                         'Default (or -1): float training.')
     _define_from_dataclass(optimizers.OptimizerConfig, {
         'optimizer': 'One of ' + ', '.join(optimizers.OPTIMIZER_NAMES) + '.',
         'opt_epsilon': 'Epsilon of adadelta, adam and rmsprop (TF1 semantics).',
@@ -157,11 +179,16 @@ def define_training_flags():
         'momentum': 'The momentum of the momentum optimizer.',
         'rmsprop_momentum': 'Momentum of rmsprop.',
         'rmsprop_decay': 'Decay term of rmsprop.',
+        'clip_gradient_norm': 'Scale the gradients down so that their global norm is at '
+                              'most this (after aggregation over replicas); 0: no '
+                              'clipping.',
     })
     _define_from_dataclass(learning_rate.LearningRateConfig, {
-        'learning_rate_decay_type': 'fixed, exponential or polynomial.',
+        'learning_rate_decay_type': 'fixed, exponential, polynomial or cosine (over '
+                                    '--max_number_of_steps after the warmup when set, '
+                                    'else over --num_epochs_per_decay).',
         'learning_rate': 'Initial learning rate.',
-        'end_learning_rate': 'Minimal learning rate of polynomial decay.',
+        'end_learning_rate': 'Minimal learning rate of polynomial and cosine decay.',
         'learning_rate_decay_factor': 'Learning rate decay factor.',
         'num_epochs_per_decay': 'Epochs after which the learning rate decays.',
         'warmup_epochs': 'Epochs of linear warm-up from 0 to --learning_rate.',
@@ -178,6 +205,24 @@ def define_moving_average_flag(purpose):
 
 def define_checkpoint_flag(help_text):
     flags.DEFINE_string('checkpoint_path', None, help_text)
+
+
+def define_continuous_eval_flags():
+    """eval_image_classifier.py: what to measure, and following a training."""
+    flags.DEFINE_list('top_k', ['1', '5'], 'Top-k recalls to report (k=1 is Accuracy, '
+                      'k=5 slim\'s Recall_5).')
+    flags.DEFINE_float('eval_interval_secs', None, 'Evaluate continuously: watch the '
+                       'train_dir --checkpoint_path, looking for new checkpoints every this '
+                       'many seconds, and evaluate each once, in order, until the '
+                       'training\'s last (the step of its --max_number_of_steps). Unset: '
+                       'evaluate one checkpoint and exit.')
+    flags.DEFINE_float('eval_timeout_secs', None, 'With --eval_interval_secs: stop when no '
+                       'new checkpoint came for this many seconds. Unset: wait for the '
+                       'training\'s last checkpoint.')
+    flags.DEFINE_bool('backfill', False, 'With --eval_interval_secs: also evaluate the '
+                      'checkpoints already in the train_dir, oldest first (default: start '
+                      'from the newest). Checkpoints evaluated before into --eval_dir are '
+                      'skipped either way.')
 
 
 

@@ -4,13 +4,15 @@ import dataclasses
 from typing import Optional
 
 from absl import logging
+import tensorflow as tf
 
-from core import seeding
-from core.errors import UsageError
+from cli import run_record
+from core import checks, paths, seeding
+from core.errors import DataError, UsageError
 from datasets import dataset_factory, dataset_utils, input_pipeline
 from deployment import model_deploy
 from export import exporter, parity, pipeline
-from nets import nets_factory
+from nets import nets_factory, quantization
 from preprocessing import preprocessing_factory
 from training import checkpoints, eval_loop, learning_rate, optimizers, train_loop
 
@@ -34,6 +36,19 @@ class DataConfig:
     shuffle_buffer_size: int = 2048
     deterministic: bool = False
     cache: bool = False
+
+    def __post_init__(self):
+        checks.check_at_least(1, batch_size=self.batch_size,
+                              shuffle_buffer_size=self.shuffle_buffer_size)
+        checks.check_at_least(1, unset='the network\'s default', image_size=self.image_size)
+        checks.check_at_least(1, unset='AUTOTUNE', num_readers=self.num_readers,
+                              num_preprocessing_threads=self.num_preprocessing_threads)
+        checks.check_at_least(0, labels_offset=self.labels_offset)
+        if self.dataset_dir and not self.dataset_name.startswith(
+                dataset_factory.TFDS_PREFIX):
+            paths.check_input_dir(self.dataset_dir, '--dataset_dir',
+                                  'convert the data first with download_and_convert_data.py '
+                                  'or pass the directory holding its TFRecords')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +91,7 @@ def _assemble_data(data: DataConfig, is_training: bool) -> _Assembly:
     image_size = data.image_size or network_spec.default_image_size
     # Inception training crops while decoding, guided by the record's boxes.
     inception_training = is_training and family == 'inception'
+    num_classes = _num_classes(spec.num_classes, data.labels_offset)
     try:
         config = input_pipeline.InputConfig(
             batch_size=data.batch_size, image_size=image_size, is_training=is_training,
@@ -83,31 +99,44 @@ def _assemble_data(data: DataConfig, is_training: bool) -> _Assembly:
             num_preprocessing_threads=data.num_preprocessing_threads, seed=data.seed,
             shuffle_buffer_size=data.shuffle_buffer_size,
             deterministic=data.deterministic, cache=data.cache, report_skipped=True,
+            num_classes=num_classes,
             decode_in_preprocessing=inception_training, use_bboxes=inception_training)
     except ValueError as error:
         raise UsageError(str(error)) from None
     input_fn = input_pipeline.make_input_fn(spec, preprocess, config)
     channels = _image_channels(spec.image_shape[-1], data.use_grayscale)
-    return _Assembly(spec, _num_classes(spec.num_classes, data.labels_offset),
-                     (image_size, image_size, channels), input_fn)
+    return _Assembly(spec, num_classes, (image_size, image_size, channels), input_fn)
 
 
-def _describe_schedule(schedule: learning_rate.LearningRateSchedule) -> str:
+def _describe_schedule(schedule: learning_rate.LearningRateSchedule,
+                       batch_size: int) -> str:
+    """The resolved schedule in steps, e.g. '0.1, cosine to 0.0001 over 900 steps after
+    100 warmup steps; 50 steps per epoch (batch 32 per replica)'."""
     config = schedule.config
-    text = f'{config.learning_rate:g}, {config.learning_rate_decay_type}'
-    if config.learning_rate_decay_type != 'fixed':
+    decay_type = config.learning_rate_decay_type
+    text = f'{config.learning_rate:g}, {decay_type}'
+    if decay_type in ('cosine', 'polynomial'):
+        text += f' to {config.end_learning_rate:g} over {schedule.decay_steps} steps'
+    elif decay_type != 'fixed':
         text += f' decay every {schedule.decay_steps} steps'
-    return text
+    if schedule.warmup_steps:
+        text += f' after {schedule.warmup_steps:g} warmup steps'
+    # Slim counted epochs in per-replica batches; say so, since it sets the step counts.
+    return text + (f'; {schedule.steps_per_epoch:g} steps per epoch (batch {batch_size} '
+                   'per replica)')
 
 
 def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
           config: train_loop.TrainConfig, optimizer_config: optimizers.OptimizerConfig,
-          learning_rate_config: learning_rate.LearningRateConfig, weight_decay: float):
-    """Trains data.model_name on data; returns the Trainer.
+          learning_rate_config: learning_rate.LearningRateConfig, weight_decay: float,
+          quantize_delay: Optional[int] = None):
+    """Trains data.model_name on data; returns the Trainer. With quantize_delay (a
+    step; negative, as slim's -1, or None: off), quantization-aware from that step.
 
     The Trainer holds the input iterator; a script keeps it until it exits (see
     cli.guard.guarded) because destroying that iterator can stall.
     """
+    checks.check_at_least(0, weight_decay=weight_decay)
     if deployment.serves_only:  # a ps task, or a worker the chief schedules steps on
         model_deploy.serve(deployment)
         return None
@@ -118,10 +147,15 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
     assembly = _assemble_data(data, is_training=True)
     learning_rate_fn = learning_rate.create_learning_rate_fn(
         learning_rate_config, assembly.spec.num_samples, data.batch_size,
-        replicas_to_aggregate=deployment.gradients_per_update)
+        replicas_to_aggregate=deployment.gradients_per_update,
+        max_number_of_steps=config.max_number_of_steps)
     with strategy.scope():
         network = nets_factory.get_network_fn(data.model_name, assembly.num_classes,
                                               weight_decay=weight_decay, is_training=True)
+        if quantize_delay is not None and quantize_delay >= 0:
+            quantization.enable(network, quantization.QuantizationParams(quantize_delay))
+            logging.info('Quantization-aware training: fake quantization from step %d.',
+                         quantize_delay)
         optimizer = optimizers.create_optimizer(optimizer_config)
     logging.info('Training %s on %s/%s (%d examples, %d classes) with %d replica(s).',
                  data.model_name, data.dataset_name, data.dataset_split_name,
@@ -132,15 +166,24 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
         learning_rate_fn=learning_rate_fn, input_fn=assembly.input_fn,
         image_shape=assembly.image_shape, config=config, is_chief=deployment.is_chief,
         replicas_to_aggregate=(deployment.replicas_to_aggregate if deployment.sync_replicas
-                               else None))
+                               else None),
+        trace_addresses=deployment.cluster.ps + deployment.cluster.workers if deployment.cluster
+        else ())
     if deployment.is_chief:
         logging.info('%s', model_deploy.describe_plan(
             deployment, strategy, batch_size=data.batch_size, train_dir=config.train_dir,
-            extra=[f'learning rate: {_describe_schedule(learning_rate_fn)}',
+            extra=[f'learning rate: {_describe_schedule(learning_rate_fn, data.batch_size)}',
                    'variables:    ' + ', '.join(
                        f'{count} on {device or "this process"}' for device, count in
                        model_deploy.variable_placement(network.variables).items())]))
-    trainer.train()
+    try:
+        trainer.train()
+    except tf.errors.InvalidArgumentError as error:
+        message = input_pipeline.data_error_message(error)
+        if message is None:
+            raise
+        trainer.save_now()  # the steps before the bad record are kept
+        raise DataError(message) from None
     return trainer
 
 
@@ -163,30 +206,82 @@ def dry_run_restore(data: DataConfig, config: train_loop.TrainConfig):
     return plan
 
 
+def _class_names(data: DataConfig, num_classes: int) -> list:
+    """The model's class names: labels.txt in --dataset_dir, else the dataset's own,
+    shifted by --labels_offset; a class without a name is its number."""
+    names = (dataset_utils.read_label_file(data.dataset_dir)
+             if data.dataset_dir and dataset_utils.has_labels(data.dataset_dir)
+             else dataset_factory.get_info(data.dataset_name, data.dataset_dir)
+             .labels_to_names())
+    return [names.get(i + data.labels_offset, str(i)) for i in range(num_classes)]
+
+
 def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
-             max_num_batches: Optional[int] = None, use_moving_averages: bool = False):
-    """One exact pass over the split; prints and writes Accuracy and Recall_5."""
+             max_num_batches: Optional[int] = None, use_moving_averages: bool = False, *,
+             top_k=eval_loop.DEFAULT_TOP_K, watch: Optional[eval_loop.WatchConfig] = None,
+             deployment: Optional[model_deploy.DeploymentConfig] = None,
+             quantize: bool = False):
+    """Exact passes over the split: of one checkpoint, or with `watch` of each new
+    checkpoint of the train_dir checkpoint_path until the training's last (see
+    eval_loop.watch_checkpoints). Prints and writes Accuracy, the top_k recalls,
+    per-class accuracy and the confusion matrix; records the best checkpoint. Weights
+    are the raw ones, or their moving averages with use_moving_averages. With
+    deployment, evaluates over its clones, data.batch_size examples each. Returns the
+    last metrics. A quantization-aware checkpoint (or quantize, slim's --quantize) is
+    evaluated with fake quantization on, as its int8 export computes."""
     if not checkpoint_path:
         raise UsageError('No checkpoint given; pass --checkpoint_path=<train_dir or '
                          'checkpoint prefix>.')
-    assembly = _assemble_data(data, is_training=False)
-    network = nets_factory.get_network_fn(data.model_name, assembly.num_classes)
-    network.build(assembly.image_shape)
-    checkpoint = checkpoints.resolve_checkpoint(checkpoint_path)
-    global_step = checkpoints.restore_network(network, checkpoint,
-                                              use_moving_averages=use_moving_averages)
-    metrics = eval_loop.evaluate(network, assembly.input_fn(None),
-                                 num_examples=assembly.spec.num_samples,
-                                 max_num_batches=max_num_batches)
-    accounted = metrics['num_examples'] + metrics['num_unreadable']
-    if max_num_batches is None and accounted != assembly.spec.num_samples:
-        logging.warning('The split should hold %d examples; %d were read and %d could not '
-                        'be decoded (a damaged shard ends at the damage).',
-                        assembly.spec.num_samples, metrics['num_examples'],
-                        metrics['num_unreadable'])
-    eval_loop.report(metrics, eval_dir, eval_loop.EvaluationRecord(
-        checkpoint=checkpoint, global_step=global_step, model_name=data.model_name,
-        dataset_name=data.dataset_name, split_name=data.dataset_split_name))
+    checks.check_at_least(1, unset='the whole split', max_num_batches=max_num_batches)
+    paths.check_output_dir(eval_dir, '--eval_dir')
+    if watch is not None:
+        eval_loop.check_train_dir(checkpoint_path)
+    # First: clones on CPU need the device split before TensorFlow starts.
+    strategy = model_deploy.create_strategy(deployment or model_deploy.from_flags())
+    batch_size = data.batch_size * strategy.num_replicas_in_sync
+    assembly = _assemble_data(dataclasses.replace(data, batch_size=batch_size),
+                              is_training=False)
+    with strategy.scope():
+        network = nets_factory.get_network_fn(data.model_name, assembly.num_classes)
+        _quantize_if_trained_so(network, checkpoint_path, quantize)
+        network.build(assembly.image_shape)
+    evaluator = eval_loop.Evaluator(network, num_classes=assembly.num_classes,
+                                    top_k=top_k, strategy=strategy)
+    class_names = _class_names(data, assembly.num_classes)
+    split_size = assembly.spec.num_samples
+
+    def evaluate_checkpoint(checkpoint):
+        with strategy.scope():
+            global_step = checkpoints.restore_network(
+                network, checkpoint, use_moving_averages=use_moving_averages)
+        metrics = evaluator.evaluate(assembly.input_fn(None), batch_size=batch_size,
+                                     num_examples=split_size,
+                                     max_num_batches=max_num_batches)
+        metrics['split_num_examples'] = split_size
+        accounted = metrics['num_examples'] + metrics['num_unreadable']
+        if max_num_batches is None and accounted != split_size:
+            logging.warning('The split should hold %d examples; %d were read and %d could '
+                            'not be decoded (a damaged shard ends at the damage).',
+                            split_size, metrics['num_examples'], metrics['num_unreadable'])
+        record = eval_loop.EvaluationRecord(
+            checkpoint=checkpoint, global_step=global_step, model_name=data.model_name,
+            dataset_name=data.dataset_name, split_name=data.dataset_split_name)
+        eval_loop.report(metrics, eval_dir, record, class_names)
+        # Following a training, keep the best: the training deletes old checkpoints.
+        eval_loop.update_best(eval_dir, metrics, record, keep_copy=watch is not None)
+        return metrics
+
+    if watch is None:
+        return evaluate_checkpoint(checkpoints.resolve_checkpoint(checkpoint_path))
+    same_evaluation = lambda entry: (  # noqa: E731
+        (entry.get('model_name'), entry.get('dataset_name'), entry.get('split_name'))
+        == (data.model_name, data.dataset_name, data.dataset_split_name))
+    done = eval_loop.evaluated_checkpoints(eval_dir, same_evaluation)
+    metrics = {}
+    for _, checkpoint in eval_loop.watch_checkpoints(
+            checkpoint_path, watch, skip=done.__contains__,
+            final_step=lambda: run_record.recorded_max_steps(checkpoint_path)):
+        metrics = evaluate_checkpoint(checkpoint)
     return metrics
 
 
@@ -215,9 +310,15 @@ class ExportConfig:
     quantize: bool = False
 
     def __post_init__(self):
-        for name in ('num_parity_examples', 'num_calibration_examples'):
-            if getattr(self, name) < 1:
-                raise UsageError(f'--{name}={getattr(self, name)}; pass at least 1.')
+        checks.check_at_least(1, num_parity_examples=self.num_parity_examples,
+                              num_calibration_examples=self.num_calibration_examples)
+        checks.check_at_least(1, unset='the network\'s default', image_size=self.image_size,
+                              num_frames=self.num_frames)
+        checks.check_at_least(0, labels_offset=self.labels_offset)
+        if self.dataset_dir:
+            paths.check_input_dir(self.dataset_dir, '--dataset_dir',
+                                  'pass the converted dataset, or drop --dataset_dir for '
+                                  'synthetic parity images')
 
 
 def _export_input_shape(config: ExportConfig, network_spec, channels: int) -> tuple:
@@ -229,13 +330,48 @@ def _export_input_shape(config: ExportConfig, network_spec, channels: int) -> tu
     return (*((frames,) if frames else ()), size, size, channels)
 
 
+def _trains_quantization_aware(train_dir: str) -> bool:
+    """Whether the run writing train_dir has --quantize_delay (0 or more) in its
+    flags.txt."""
+    path = f'{train_dir.rstrip("/")}/{run_record.FLAGS_FILE}'
+    if not tf.io.gfile.exists(path):
+        return False
+    line = run_record.read_flags_file(path).get('quantize_delay', '')
+    try:
+        return int(line.split('=', 1)[1]) >= 0
+    except (IndexError, ValueError):
+        return False
+
+
+def _quantize_if_trained_so(network, checkpoint_path: Optional[str], quantize: bool):
+    """Gives an evaluated or exported network fake quantization when its checkpoint is
+    quantization-aware (holds activation ranges), as int8 kernels will compute it.
+
+    quantize (slim's --quantize) insists: a float checkpoint is then an error. A train
+    dir still without checkpoints (continuous evaluation) is judged by its flags.txt.
+    """
+    checkpoint = None
+    # A prefix, or a directory with checkpoints (not one the training has yet to make).
+    if checkpoint_path and (tf.io.gfile.exists(checkpoint_path + '.index')
+                            or tf.train.latest_checkpoint(checkpoint_path)):
+        checkpoint = checkpoints.resolve_checkpoint(checkpoint_path)
+    aware = (quantization.is_quantization_aware(checkpoint) if checkpoint is not None
+             else bool(checkpoint_path) and _trains_quantization_aware(checkpoint_path))
+    if quantize and checkpoint is not None and not aware:
+        raise UsageError(f'--quantize: checkpoint {checkpoint} holds no quantization '
+                         f'ranges (it was not trained with --quantize_delay); drop '
+                         f'--quantize, or train with --quantize_delay first.')
+    if aware or quantize:
+        quantization.enable(network, quantization.QuantizationParams())
+        logging.info('Quantization-aware checkpoint: fake quantization on (as int8).')
+
+
 def export(config: ExportConfig, request: pipeline.ExportRequest):
     """Writes every format of request for a (trained) network, each checked against the
     network in process first; returns the parity results."""
-    if config.quantize:
-        raise NotImplementedError('--quantize (quantization-aware training) is not '
-                                  'implemented yet; --export_format=tflite_int8 quantizes '
-                                  'after training.')
+    if config.quantize and not config.checkpoint_path:
+        raise UsageError('--quantize exports a quantization-aware checkpoint; pass its '
+                         '--checkpoint_path (a run trained with --quantize_delay).')
     info = dataset_factory.get_info(config.dataset_name, config.dataset_dir)
     network_spec = nets_factory.get_spec(config.model_name)
     num_classes = _num_classes(info.num_classes, config.labels_offset)
@@ -246,6 +382,7 @@ def export(config: ExportConfig, request: pipeline.ExportRequest):
         raise UsageError('--include_preprocessing decodes images; video nets take '
                          'preprocessed clips only: drop it.')
     network = nets_factory.get_network_fn(config.model_name, num_classes)
+    _quantize_if_trained_so(network, config.checkpoint_path, config.quantize)
     network.build(input_shape)
     if config.checkpoint_path:
         checkpoints.restore_network(network, config.checkpoint_path,

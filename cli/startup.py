@@ -10,8 +10,10 @@ import, and dropped unless asked for.
 import logging
 import os
 import re
+import signal
 import sys
 import tempfile
+import threading
 
 TF_LOG_LEVELS = ('info', 'warning', 'error', 'none')
 DEFAULT_TF_LOG_LEVEL = 'error'
@@ -49,8 +51,9 @@ def _shown(line: str, level: str) -> bool:
 
 def _import_tensorflow_quietly(level: str):
     """Imports TensorFlow with stderr captured, then replays what the level lets through."""
+    global _stderr_fd
     sys.stderr.flush()
-    saved = os.dup(2)
+    saved = _stderr_fd = os.dup(2)
     with tempfile.TemporaryFile(mode='w+b') as captured:
         os.dup2(captured.fileno(), 2)
         try:
@@ -58,6 +61,7 @@ def _import_tensorflow_quietly(level: str):
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)
+            _stderr_fd = 2
             os.close(saved)
             captured.seek(0)
             for line in captured.read().decode('utf-8', 'replace').splitlines(True):
@@ -87,6 +91,54 @@ def quiet_python_logging():
         handler.addFilter(_TensorFlowRecordFilter(level))
 
 
+# Set to 'default' to keep glibc's allocator as it is (e.g. to measure the difference).
+MALLOC_TUNING_ENV = 'SLIM_MALLOC_TUNING'
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameter numbers
+
+
+def tune_glibc_malloc() -> bool:
+    """Keeps freed memory in the process instead of returning it to the kernel.
+
+    By default glibc serves large blocks with mmap and unmaps them when freed, so every
+    step re-faults its big tensors (~250 page faults per image measured; the 2-clone
+    CPU demo ran 1.67x faster without them). Must run before TensorFlow allocates.
+    Returns whether the tuning is in effect (glibc only; not when disabled by the env).
+    """
+    if os.environ.get(MALLOC_TUNING_ENV) == 'default' or not sys.platform.startswith('linux'):
+        return False
+    try:
+        import ctypes  # pylint: disable=import-outside-toplevel
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (e.g. musl)
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+
+
+# The real stderr while TensorFlow's import has fd 2 captured.
+_stderr_fd = 2
+
+
+def _exit_quietly(signum, frame):
+    del frame
+    os.write(_stderr_fd, f'Stopped by signal {signum} while starting; nothing to save.\n'
+             .encode())
+    os._exit(128 + signum)  # pylint: disable=protected-access
+
+
+def exit_quietly_on_signals():
+    """SIGTERM/SIGINT before training starts end the process with one line, not a
+    KeyboardInterrupt traceback from wherever the start-up was (the training loop
+    installs its own handlers, which save first)."""
+    # Not under pytest, which handles Ctrl-C itself.
+    if threading.current_thread() is threading.main_thread() and 'pytest' not in sys.modules:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, _exit_quietly)
+
+
+exit_quietly_on_signals()
+MALLOC_TUNED = tune_glibc_malloc()
 _LEVEL = _requested_level(sys.argv)
 os.environ['TF_CPP_MIN_LOG_LEVEL'] = _CPP_LEVELS[_LEVEL]
 _import_tensorflow_quietly(_LEVEL)

@@ -12,9 +12,12 @@ ends at the damage instead of ending the run. With `report_skipped`, batches are
 so far.
 """
 import dataclasses
+import re
 from typing import Callable, Optional
 
 import tensorflow as tf
+
+from core.errors import DataError
 
 AUTOTUNE = tf.data.AUTOTUNE
 # Records decoded as one group by one parallel call: errors are caught per group (a
@@ -22,6 +25,21 @@ AUTOTUNE = tf.data.AUTOTUNE
 _GROUP_SIZE = 16
 # Training stops if most examples are unreadable rather than looping forever.
 _MIN_SKIPPED_TO_FAIL = 100
+# Errors that stop a job carry their one-line message between these marks (see
+# data_error_message); tf.debugging.Assert prints each datum in brackets.
+_MARK = '@@data-error@@'
+_MARKED = re.compile(r'\[' + _MARK + r'\] \[(.*?)\] \[' + _MARK + r'\]', re.DOTALL)
+
+
+def _stop_unless(condition, message):
+    """Asserts condition inside tf.data; message: a string tensor naming file and fix."""
+    return tf.debugging.Assert(condition, [_MARK, message, _MARK])
+
+
+def data_error_message(error: Exception) -> Optional[str]:
+    """The one-line message of a data error the pipeline raised, or None for others."""
+    match = _MARKED.search(str(getattr(error, 'message', error)))
+    return match.group(1).replace('\\"', '"') if match else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +55,7 @@ class InputConfig:
     deterministic: bool = False     # training order reproducible (slower); eval always is
     cache: bool = False             # keep the split's records in memory after one pass
     report_skipped: bool = False    # batches carry the count of dropped examples
+    num_classes: Optional[int] = None  # labels (after labels_offset) must be in range
     # Hand preprocessing the encoded image (it decodes, e.g. crops while decoding) ...
     decode_in_preprocessing: bool = False
     # ... and the record's boxes as bbox=[1, N, 4] (ymin, xmin, ymax, xmax).
@@ -55,42 +74,76 @@ def _parallelism(value: Optional[int]) -> int:
 
 
 def _read_shard(path):
-    # A damaged shard ends at the damage: TFRecordDataset cannot resync after it.
-    return tf.data.TFRecordDataset(path).ignore_errors()
+    """(record, its file, its index in the file); a damaged shard ends at the damage
+    (TFRecordDataset cannot resync after it)."""
+    return tf.data.TFRecordDataset(path).ignore_errors().enumerate().map(
+        lambda index, record: (record, path, index))
+
+
+def _check_has_examples(files):
+    """No record at all would make training loop forever on nothing: an error now."""
+    for _ in tf.data.TFRecordDataset(files).ignore_errors().take(1):
+        return
+    raise DataError(f'No examples in the {len(files)} file(s) of the split (e.g. '
+                    f'{files[0]}): they are empty or not TFRecords; convert the data again '
+                    f'with download_and_convert_data.py.')
 
 
 def make_input_fn(spec, preprocess_fn: Callable, config: InputConfig):
     files = spec.list_files()  # raises a UsageError now, not inside tf.data later
+    _check_has_examples(files)
     deterministic = config.deterministic or not config.is_training
+    # Traced as written (no Python control flow on tensors here or in preprocessing):
+    # AutoGraph converting them and everything they call cost ~0.5 s of start-up.
+    plain = tf.autograph.experimental.do_not_convert
 
-    def parse_and_preprocess(serialized):
+    @plain
+    def parse_and_preprocess(serialized, path, index):
         features = spec.parse(serialized)
         image = (features['encoded'] if config.decode_in_preprocessing
                  else spec.decode_image(features['encoded']))
         kwargs = {'bbox': features['bboxes'][tf.newaxis]} if config.use_bboxes else {}
         image = preprocess_fn(image, config.image_size, config.image_size, **kwargs)
         label = tf.cast(features['label'], tf.int64) - config.labels_offset
-        return image, label, tf.constant(True)
+        return image, label, tf.constant(True), path, index
 
-    def decode_group(records):
+    @plain
+    def decode_group(records, paths, indices):
         """Exactly one element per record: decoded, or a placeholder marked unreadable."""
-        decoded = tf.data.Dataset.from_tensor_slices(records).map(parse_and_preprocess)
+        decoded = tf.data.Dataset.from_tensor_slices((records, paths, indices)).map(
+            parse_and_preprocess)
         image_spec = decoded.element_spec[0]
         placeholder = (tf.zeros(image_spec.shape, image_spec.dtype),
-                       tf.constant(-1, tf.int64), tf.constant(False))
+                       tf.constant(-1, tf.int64), tf.constant(False), tf.constant(''),
+                       tf.constant(-1, tf.int64))
         return (decoded.ignore_errors()
                 .concatenate(tf.data.Dataset.from_tensors(placeholder).repeat())
                 .take(tf.cast(tf.size(records), tf.int64)))
 
+    @plain
     def count_skipped(state, element):
         seen, skipped = state
-        image, label, readable = element
+        image, label, readable, path, index = element
         seen, skipped = seen + 1, skipped + tf.cast(tf.logical_not(readable), tf.int64)
+        checks = []
         if config.is_training:
-            tf.debugging.Assert(
+            checks.append(_stop_unless(
                 tf.logical_or(skipped < _MIN_SKIPPED_TO_FAIL, 2 * skipped < seen),
-                ['Most examples cannot be decoded; check that --dataset_name and '
-                 '--dataset_dir match the data. Unreadable so far:', skipped])
+                tf.strings.format(
+                    'Most examples cannot be decoded ({} of {} so far, the last in {} '
+                    'record {}); check that --dataset_name and --dataset_dir match the '
+                    'data, or convert it again.', (skipped, seen, path, index))))
+        if config.num_classes is not None:
+            in_range = tf.logical_and(label >= 0, label < config.num_classes)
+            checks.append(_stop_unless(
+                tf.logical_or(tf.logical_not(readable), in_range),
+                tf.strings.format(
+                    'Label {} of record {} in {} is outside [0, {}) after '
+                    '--labels_offset={}; fix the labels of that file, or pass the '
+                    '--dataset_name and --labels_offset that match the data.',
+                    (label, index, path, config.num_classes, config.labels_offset))))
+        with tf.control_dependencies(checks):
+            skipped = tf.identity(skipped)
         return (seen, skipped), (image, label, readable, skipped)
 
     def input_fn(input_context: Optional[tf.distribute.InputContext] = None):
@@ -136,6 +189,11 @@ def make_input_fn(spec, preprocess_fn: Callable, config: InputConfig):
                                   (images, labels, tf.reduce_max(skipped)))
         else:
             dataset = dataset.map(lambda images, labels, *_: (images, labels))
-        return dataset.prefetch(AUTOTUNE)
+        options = tf.data.Options()
+        # Random augmentation ops keep their state outside tf.data: a checkpointed
+        # iterator saves the input position, not that state (it restarts from the seed).
+        options.experimental_external_state_policy = (
+            tf.data.experimental.ExternalStatePolicy.IGNORE)
+        return dataset.prefetch(AUTOTUNE).with_options(options)
 
     return input_fn

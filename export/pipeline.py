@@ -13,6 +13,7 @@ from typing import Dict, Mapping, Optional, Sequence
 from absl import logging
 import tensorflow as tf
 
+from core import paths
 from core.errors import UsageError
 from datasets import dataset_utils
 from export import exporter, parity, tflite
@@ -118,6 +119,19 @@ class ExportRequest:
         if self.batch_size is not None and self.batch_size < 1:
             raise UsageError(f'--batch_size={self.batch_size}; pass a positive size, or '
                              f'none for any batch.')
+        if self.float_tolerance < 0:
+            raise UsageError(f'--parity_tolerance={self.float_tolerance:g} is out of range; '
+                             f'pass a relative tolerance of 0 or more, e.g. 1e-4.')
+        # Before any TensorFlow work: a wrong place or an existing export ends in one line.
+        for name, target in self.targets.items():
+            in_export_dir = self.labels_dir and target.startswith(self.labels_dir)
+            if name == 'saved_model':
+                paths.check_output_dir(target, '--export_dir' if in_export_dir
+                                       else '--saved_model_dir')
+            else:
+                paths.check_output_dir(os.path.dirname(target) or '.', '--export_dir'
+                                       if in_export_dir else 'the directory of --output_file')
+        check_targets_free(self.targets, self.overwrite)
 
 
 def _write(name: str, path: str, network, serving, request, calibration):
@@ -139,7 +153,7 @@ def _write(name: str, path: str, network, serving, request, calibration):
             f.write(model)
 
 
-def _check(name, path, serving, request, examples, reference):
+def _check(name, path, serving, request, examples, reference, quantization_aware):
     text = request.write_text_graphdef
     if name == 'saved_model':
         return parity.check_saved_model(path, examples, reference, request.float_tolerance)
@@ -148,9 +162,11 @@ def _check(name, path, serving, request, examples, reference):
     if name == 'frozen_graph':
         return parity.check_frozen_graph(path, examples, reference, request.float_tolerance,
                                          request.batch_size, text)
-    if name == 'tflite':
+    if name == 'tflite' and not quantization_aware:
         return parity.check_tflite(name, path, examples, reference,
                                    tolerance=request.float_tolerance)
+    # int8, or float TFLite of a quantization-aware net: its quantize/dequantize pairs
+    # turn float rounding differences into whole quantization steps; judged as int8.
     return parity.check_tflite(name, path, examples, reference,
                                min_agreement=request.min_int8_agreement)
 
@@ -159,7 +175,8 @@ def _failure(result: parity.Result, target: str) -> parity.ParityCheckFailed:
     if result.max_abs_diff is None:
         detail, fix = result.note, 'please report this exporter bug'
     elif result.tolerance is None:
-        detail = (f'int8 top-1 agreement with the float model is '
+        quantized = 'int8' if result.name == 'tflite_int8' else 'quantization-aware'
+        detail = (f'{quantized} top-1 agreement with the model is '
                   f'{100 * result.agreement:.1f}% over {result.count} images, under '
                   f'--min_int8_agreement={result.min_agreement:g}')
         fix = 'calibrate on real images with --dataset_dir, or lower --min_int8_agreement'
@@ -194,7 +211,8 @@ def export(network, serving: exporter.ServingInfo, request: ExportRequest,
             _write(name, staging, network, serving, request, calibration)
             checked = ([parity.Result(name, note='training graph (structure only), not '
                                       'compared')] if request.training_graph
-                       else _check(name, staging, serving, request, examples, reference))
+                       else _check(name, staging, serving, request, examples, reference,
+                                   network.quantization is not None))
         except BaseException:
             _remove(staging)
             raise

@@ -3,6 +3,19 @@
 Converting a SavedModel whose module holds resource variables gave a model that outputs
 NaN (and int8 conversion failed); from the frozen concrete function both work.
 
+A quantization-aware net (nets.quantization) is frozen with its FakeQuant ops, and the
+converter (TF 2.21, measured) honours them: each fake-quantized tensor of the int8 model
+takes its scale and zero point from the learned range ((max - min) / 255; the input's
+and the logits' included), conv + batch norm + ReLU fuse into one int8 kernel with
+per-channel weights, and only tensors without a FakeQuant op (local response
+normalization, pools' requantization, residual sums, concatenations) are calibrated on
+the representative images, still required for full-int8 conversion. Measured limits:
+per-channel fake quantization on MatMul weights fails ("'tfl.transpose' op has
+mismatched quantized axes"), and a reshape around a per-channel op fails ("'tfl.reshape'
+op requires 'output' type ..."), hence per-tensor fully connected and depthwise weights.
+The float model of such a net carries the fake quantization as QUANTIZE/DEQUANTIZE
+pairs. Checked on cifarnet, mobilenet_v1 and mobilenet_v2 (depthwise, residual sums).
+
 The model's one signature, 'serving_default', takes 'input' [batch, *input_shape]
 (float32, or uint8/float32 for int8 per io_dtype) and returns 'logits' and
 'probabilities'. A uint8 tensor holds round(x / scale + zero_point); the scale and

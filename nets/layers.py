@@ -20,6 +20,7 @@ slim spread with `arg_scope` is passed explicitly. L2 terms are read from the mo
 (`regularization_losses()`), never collected into a global. `training` is a required
 argument of every layer whose behaviour it can change.
 """
+import contextlib
 import dataclasses
 import math
 import re
@@ -263,6 +264,11 @@ class BatchNorm(Module):
 class _WeightedLayer(Module):
     """Weights, then batch norm or biases, then the activation, as slim's layers."""
 
+    # Set by nets.quantization.enable: fake quantization of the weights, and of the
+    # outputs on their tracked range ('<layer>/act_quant/min', '.../max').
+    quantization = None
+    act_quant = None
+
     def __init__(self, name, *, activation, weights_initializer, biases_initializer,
                  weight_decay, normalizer, normalizer_name, biases_weight_decay=0.0):
         super().__init__(name)
@@ -286,12 +292,20 @@ class _WeightedLayer(Module):
             self.biases = self._add_variable('biases', [depth], self.biases_initializer,
                                              weight_decay=self.biases_weight_decay)
 
+    def _read_weights(self, weights, dtype, per_channel=True):
+        """The weights in the compute dtype, fake-quantized in quantization-aware nets."""
+        if self.quantization is not None:
+            weights = self.quantization.weights(weights, per_channel)
+        return _read(weights, dtype)
+
     def _finish(self, outputs, training):
         if self.batch_norm is not None:
             outputs = self.batch_norm(outputs, training=training)
         elif self.biases is not None:
             outputs = tf.nn.bias_add(outputs, _read(self.biases, outputs.dtype))
-        return self.activation(outputs) if self.activation else outputs
+        outputs = self.activation(outputs) if self.activation else outputs
+        # After batch norm and activation: TFLite fuses them into the int8 kernel.
+        return self.act_quant(outputs, training=training) if self.act_quant else outputs
 
 
 _DEFAULTS = dict(activation=tf.nn.relu, weights_initializer=xavier_initializer(),
@@ -340,8 +354,10 @@ class ConvND(_WeightedLayer):
             self._add_biases(self.num_outputs)
             self._built = True
         inputs, padding = _pad(inputs, self.padding, self.kernel_size, self.rate)
-        weights = _read(self.weights, inputs.dtype)
-        if self._covers_input(inputs, padding):
+        as_matmul = self._covers_input(inputs, padding)
+        # Per tensor as a matmul: TFLite's converter takes no per-channel MatMul weights.
+        weights = self._read_weights(self.weights, inputs.dtype, per_channel=not as_matmul)
+        if as_matmul:
             # A fully connected layer written as a conv (VGG's fc6-8, the 1x1 logits
             # on a pooled map): one matmul. oneDNN's conv of a 1x1 output computes the
             # same sums several times slower, mostly in the filter gradient.
@@ -405,10 +421,12 @@ class SeparableConv2D(_WeightedLayer):
             self._built = True
         inputs, padding = _pad(inputs, self.padding, self.kernel_size, self.rate)
         strides = (1, *self.stride, 1)
-        depthwise = _read(self.depthwise_weights, inputs.dtype)
+        # Per tensor: see nets.quantization.
+        depthwise = self._read_weights(self.depthwise_weights, inputs.dtype,
+                                       per_channel=False)
         if self.pointwise_weights is not None:
             outputs = tf.nn.separable_conv2d(
-                inputs, depthwise, _read(self.pointwise_weights, inputs.dtype),
+                inputs, depthwise, self._read_weights(self.pointwise_weights, inputs.dtype),
                 strides=strides, padding=padding, dilations=self.rate)
         else:
             outputs = tf.nn.depthwise_conv2d(inputs, depthwise, strides=strides,
@@ -428,7 +446,7 @@ class FullyConnected(_WeightedLayer):
             self.weights = self._add_weights('weights', [inputs.shape[-1], self.num_outputs])
             self._add_biases(self.num_outputs)
             self._built = True
-        weights = _read(self.weights, inputs.dtype)
+        weights = self._read_weights(self.weights, inputs.dtype, per_channel=False)
         outputs = (tf.matmul(inputs, weights) if inputs.shape.rank == 2
                    else tf.tensordot(inputs, weights, axes=1))
         return self._finish(outputs, training)
@@ -453,9 +471,29 @@ def flatten(inputs):
     return tf.reshape(inputs, [-1, math.prod(inputs.shape[1:])])
 
 
+# Generators the dropout masks are drawn from while a forward pass is traced (a stack).
+_RANDOM_GENERATORS = []
+
+
+@contextlib.contextmanager
+def random_generator(generator: tf.random.Generator):
+    """Dropout inside draws its masks from `generator` (stateless ops seeded by it), whose
+    state a checkpoint holds, so a resumed run draws what an uninterrupted one would.
+    The training loop sets it around the forward pass: no net has to pass it down.
+    Outside, dropout uses TensorFlow's global seed."""
+    _RANDOM_GENERATORS.append(generator)
+    try:
+        yield
+    finally:
+        _RANDOM_GENERATORS.pop()
+
+
 def dropout(inputs, keep_prob: float, *, training: bool):
     if not training or keep_prob >= 1.0:
         return inputs
+    if _RANDOM_GENERATORS:
+        seed = _RANDOM_GENERATORS[-1].make_seeds(1)[:, 0]
+        return tf.nn.experimental.stateless_dropout(inputs, rate=1.0 - keep_prob, seed=seed)
     return tf.nn.dropout(inputs, rate=1.0 - keep_prob)
 
 

@@ -46,6 +46,10 @@ class Network(layers.Module):
 
     default_final_endpoint: Optional[str] = None
     uses_step = False
+    # Set by nets.quantization.enable: quantization-aware training and inference (the
+    # step tells whether fake quantization has started), and the input's range.
+    quantization = None
+    input_quantizer = None
 
     def __init__(self, *, scope: str, num_classes: int, is_training: bool):
         super().__init__(scope)
@@ -57,9 +61,21 @@ class Network(layers.Module):
         training = self.is_training if training is None else training
         # Op names under the net's scope, as slim's, for exports (NASNet has none).
         with (tf.name_scope(self.relative_name) if self.relative_name
-              else contextlib.nullcontext()):
-            return super().__call__(tf.convert_to_tensor(images), training=training,
-                                    **self._step_argument(step))
+              else contextlib.nullcontext()), self._quantized(step, training):
+            return super().__call__(self._quantize_input(images, training),
+                                    training=training, **self._step_argument(step))
+
+    def _quantized(self, step, training):
+        return (self.quantization.applied(step, training) if self.quantization
+                else contextlib.nullcontext())
+
+    def _quantize_input(self, images, training):
+        images = tf.convert_to_tensor(images)
+        if self.input_quantizer is None:
+            return images
+        if self._scope is None:  # the net's scopes first, its input range's under them
+            self.resolve_scopes()
+        return self.input_quantizer(images, training=training)
 
     def _step_argument(self, step):
         return {'step': step} if self.uses_step else {}
@@ -76,8 +92,8 @@ class Network(layers.Module):
         if self._scope is None:
             self.resolve_scopes()
         with (tf.name_scope(self.relative_name) if self.relative_name
-              else contextlib.nullcontext()):
-            return self.forward_base(tf.convert_to_tensor(images),
+              else contextlib.nullcontext()), self._quantized(step, training):
+            return self.forward_base(self._quantize_input(images, training),
                                      final_endpoint=final_endpoint or self.default_final_endpoint,
                                      training=training, **self._step_argument(step))
 

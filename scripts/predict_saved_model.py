@@ -1,8 +1,16 @@
-r"""Loads an exported SavedModel and prints its predictions for a few dataset examples.
+r"""Loads an exported SavedModel and prints its predictions for image files or a few
+dataset examples.
 
+  python scripts/predict_saved_model.py --saved_model_dir=/tmp/export/saved_model \
+      --image_files=cat.jpg,dog.png
   python scripts/predict_saved_model.py --saved_model_dir=/tmp/export \
       --dataset_name=shapes --dataset_dir=/tmp/shapes --dataset_split_name=validation \
-      --preprocessing_name=cifarnet --num_examples=8
+      --num_examples=8
+
+A SavedModel exported with --include_preprocessing has the 'serving_bytes' signature:
+the encoded images go in as they are and the model preprocesses them itself. Otherwise
+the images are decoded and preprocessed here (--preprocessing_name) for
+'serving_default'.
 """
 import os
 import sys
@@ -13,51 +21,106 @@ from cli import startup  # noqa: E402,F401  (first: configures TensorFlow before
 from absl import app, flags  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from datasets import dataset_factory  # noqa: E402
 from cli import guard  # noqa: E402
 from core.errors import UsageError  # noqa: E402
+from datasets import dataset_factory, dataset_utils  # noqa: E402
+from export import exporter  # noqa: E402
 from preprocessing import preprocessing_factory  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('saved_model_dir', None, 'The SavedModel written by '
-                    'export_inference_graph.py --saved_model_dir.')
+                    'export_inference_graph.py (--saved_model_dir, or <export_dir>/'
+                    'saved_model).')
+flags.DEFINE_list('image_files', None, 'Image files (JPEG, PNG, GIF, BMP) to classify; '
+                  'default: --num_examples examples of the dataset split.')
 flags.DEFINE_string('dataset_name', 'shapes', 'The dataset to take examples from.')
 flags.DEFINE_string('dataset_dir', None, 'Where the dataset\'s TFRecords are.')
 flags.DEFINE_string('dataset_split_name', 'validation', 'The split to read.')
 flags.DEFINE_string('preprocessing_name', 'cifarnet', 'The preprocessing the model was '
-                    'trained with.')
-flags.DEFINE_integer('num_examples', 8, 'How many examples to predict.')
+                    'trained with (only for a SavedModel without \'serving_bytes\').')
+flags.DEFINE_integer('num_examples', 8, 'How many dataset examples to predict.')
 
 
-def predict(saved_model_dir, spec, preprocessing_name, num_examples):
+def _load_signatures(saved_model_dir):
+    """The SavedModel's signatures; a directory holding 'saved_model/' also works."""
+    if saved_model_dir and not tf.io.gfile.exists(
+            os.path.join(saved_model_dir, 'saved_model.pb')):
+        saved_model_dir = os.path.join(saved_model_dir, 'saved_model')
     if not saved_model_dir or not tf.io.gfile.exists(
             os.path.join(saved_model_dir, 'saved_model.pb')):
-        raise UsageError(f'No SavedModel in {saved_model_dir}; pass --saved_model_dir '
-                         f'as written by export_inference_graph.py.')
-    serve = tf.saved_model.load(saved_model_dir).signatures['serving_default']
-    height, width = serve.structured_input_signature[1]['images'].shape[1:3]
+        raise UsageError(f'No SavedModel in {FLAGS.saved_model_dir}; pass '
+                         f'--saved_model_dir as written by export_inference_graph.py.')
+    return tf.saved_model.load(saved_model_dir).signatures
+
+
+def run(signatures, encoded_images, preprocessing_name, channels=3):
+    """The model's outputs for encoded images: through 'serving_bytes' when the
+    SavedModel has it, else preprocessed here for 'serving_default'."""
+    if exporter.BYTES_SIGNATURE in signatures:
+        return signatures[exporter.BYTES_SIGNATURE](
+            **{exporter.BYTES_INPUT_NAME: tf.constant(encoded_images)})
+    serve = signatures[exporter.DEFAULT_SIGNATURE]
+    height, width, channels = serve.structured_input_signature[1][
+        exporter.INPUT_NAME].shape[1:4]
     preprocess = preprocessing_factory.get_preprocessing(preprocessing_name)
-    records = tf.data.TFRecordDataset(spec.list_files()).take(num_examples)
-    decoded = [spec.decode(record) for record in records]
-    images = tf.stack([preprocess(image, height, width) for image, _ in decoded])
-    outputs = serve(images=images)
+    images = tf.stack([preprocess(dataset_utils.decode_image(tf.constant(encoded),
+                                                             (None, None, channels)),
+                                  height, width) for encoded in encoded_images])
+    return serve(**{exporter.INPUT_NAME: images})
+
+
+def _read_files(paths):
+    encoded = []
+    for path in paths:
+        if not tf.io.gfile.exists(path):
+            raise UsageError(f'--image_files: {path} does not exist.')
+        with tf.io.gfile.GFile(path, 'rb') as f:
+            encoded.append(f.read())
+    return encoded
+
+
+def _name(outputs, index, class_names=None):
+    if exporter.CLASS_NAMES_OUTPUT in outputs:
+        return outputs[exporter.CLASS_NAMES_OUTPUT].numpy()[index].decode()
+    predicted = int(outputs['classes'].numpy()[index])
+    return (class_names or {}).get(predicted, str(predicted))
+
+
+def predict_files(signatures, paths, preprocessing_name):
+    outputs = run(signatures, _read_files(paths), preprocessing_name)
+    for index, path in enumerate(paths):
+        print(f'{path}: {_name(outputs, index)} '
+              f'(class {int(outputs["classes"].numpy()[index])}, '
+              f'p={outputs["probabilities"].numpy()[index].max():.3f})')
+
+
+def predict_examples(signatures, spec, preprocessing_name, num_examples):
+    records = list(tf.data.TFRecordDataset(spec.list_files()).take(num_examples))
+    parsed = [spec.parse(record) for record in records]
+    outputs = run(signatures, [p['encoded'].numpy() for p in parsed], preprocessing_name,
+                  spec.image_shape[-1])
     names = spec.labels_to_names
     correct = 0
-    for (_, label), predicted, probabilities in zip(
-            decoded, outputs['classes'].numpy(), outputs['probabilities'].numpy()):
-        label = int(label)
+    for index, example in enumerate(parsed):
+        label, predicted = int(example['label']), int(outputs['classes'].numpy()[index])
         correct += int(predicted == label)
         mark = 'ok ' if predicted == label else 'BAD'
         print(f'{mark} label={names.get(label, label):<15} predicted='
-              f'{names.get(int(predicted), predicted):<15} p={probabilities.max():.3f}')
-    print(f'{correct}/{len(decoded)} correct')
+              f'{_name(outputs, index, names):<15} '
+              f'p={outputs["probabilities"].numpy()[index].max():.3f}')
+    print(f'{correct}/{len(parsed)} correct')
 
 
 def main(argv):
     del argv
+    signatures = _load_signatures(FLAGS.saved_model_dir)
+    print('Signature:', exporter.BYTES_SIGNATURE if exporter.BYTES_SIGNATURE in signatures
+          else f'{exporter.DEFAULT_SIGNATURE} (preprocessing: {FLAGS.preprocessing_name})')
+    if FLAGS.image_files:
+        return predict_files(signatures, FLAGS.image_files, FLAGS.preprocessing_name)
     spec = dataset_factory.get_dataset(FLAGS.dataset_name, FLAGS.dataset_split_name,
                                        FLAGS.dataset_dir)
-    predict(FLAGS.saved_model_dir, spec, FLAGS.preprocessing_name, FLAGS.num_examples)
+    return predict_examples(signatures, spec, FLAGS.preprocessing_name, FLAGS.num_examples)
 
 
 if __name__ == '__main__':

@@ -42,7 +42,10 @@ def _run_all(runs):
         return {name: future.result() for name, future in futures.items()}
 
 
-@pytest.fixture(scope='module', params=sorted(FINE_TUNED))
+# inception_v3's recipe takes ~40 s: make test-slow; mobilenet_v1 covers make test.
+@pytest.fixture(scope='module', params=[
+    pytest.param(name, marks=[pytest.mark.slow] if name == 'inception_v3' else [])
+    for name in sorted(FINE_TUNED)])
 def recipe(request, tmp_path_factory):
     model_name = request.param
     image_size, scopes = FINE_TUNED[model_name]

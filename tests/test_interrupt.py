@@ -45,3 +45,61 @@ def test_sigterm_saves_a_checkpoint_at_the_step_reached(tmp_path):
     saved = tf.train.latest_checkpoint(str(tmp_path / 'train'))
     step = int(re.search(r'model\.ckpt-(\d+)$', saved).group(1))
     assert step >= 10 and step % 5 == 0  # stopped at a step boundary, after the signal
+
+
+def test_sigterm_stops_within_seconds_even_between_distant_log_lines(tmp_path):
+    """Calls of the compiled loop are capped in seconds, so a stop request is honoured
+    quickly however many steps a log line (or --steps_per_loop) spans."""
+    data = tmp_path / 'data'
+    testing_utils.write_small_shapes(str(data), num_train=32, num_validation=4)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / 'train_image_classifier.py'), '--dataset_name=shapes',
+         f'--dataset_dir={data}', '--model_name=lenet', '--train_image_size=28',
+         f'--train_dir={tmp_path / "train"}', '--batch_size=8', '--optimizer=sgd',
+         '--log_every_n_steps=100000', '--steps_per_loop=100000',
+         '--save_interval_secs=1'],  # a 'Saved checkpoint' line shows training runs
+        cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    lines = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(l) for l in process.stderr],
+                              daemon=True)
+    reader.start()
+    deadline, seen = time.time() + 120, []
+    while not any('Saved checkpoint' in line for line in seen):
+        try:
+            seen.append(lines.get(timeout=max(0.0, deadline - time.time())))
+        except queue.Empty:
+            process.kill()
+            raise AssertionError('no checkpoint within 120 s: ' + ''.join(seen)[-2000:])
+    first_saved = int(re.search(r'model\.ckpt-(\d+)', seen[-1]).group(1))
+    signalled = time.time()
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError('still running 10 s after SIGTERM')
+    assert time.time() - signalled < 10
+    reader.join(timeout=30)
+    rest = ''.join(seen) + ''.join(lines.queue)
+    assert process.returncode == 0, rest[-2000:]
+    saved = tf.train.latest_checkpoint(str(tmp_path / 'train'))
+    step = int(re.search(r'model\.ckpt-(\d+)$', saved).group(1))
+    assert step >= first_saved and f'Saved checkpoint {saved}.' in rest
+
+
+def test_ctrl_c_during_start_up_exits_with_one_line(tmp_path):
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / 'train_image_classifier.py'), '--dataset_name=shapes',
+         f'--dataset_dir={tmp_path}', f'--train_dir={tmp_path / "train"}'],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stderr=subprocess.PIPE,
+        text=True)
+    time.sleep(1.0)  # inside `import tensorflow` (it takes seconds)
+    process.send_signal(signal.SIGINT)
+    try:
+        _, stderr = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
+    assert process.returncode == 128 + signal.SIGINT, stderr[-2000:]
+    assert 'Traceback' not in stderr and 'while starting; nothing to save' in stderr

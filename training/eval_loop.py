@@ -1,54 +1,175 @@
-"""Exactly one pass over a split: Accuracy and Recall_5, as slim's eval reported them."""
+"""Evaluation: exact passes over a split, once or for every new checkpoint of a training.
+
+One pass counts, over every example exactly once, slim's Accuracy and Recall_5, any
+other top-k recall, and a confusion matrix (from which per-class accuracy). Under a
+strategy with several replicas (eval's --num_clones) each batch is padded to the full
+global batch and split evenly; padded examples are masked out of every count, so the
+numbers equal a one-device pass.
+
+Continuous evaluation (slim's evaluation_loop, beyond it): `watch_checkpoints` yields
+each new checkpoint of a train_dir exactly once, in step order, until the training's
+final checkpoint or a timeout. The final checkpoint is the one whose step reaches the
+run's --max_number_of_steps, which the caller reads from the train_dir's run record.
+"""
 import dataclasses
 import datetime
 import json
 import os
-from typing import Dict, Optional
+import re
+import time
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from core.errors import UsageError
 from core.progress import ProgressBar
+
+DEFAULT_TOP_K = (1, 5)
+BEST_CHECKPOINT_FILE = 'best_checkpoint.json'
+BEST_CHECKPOINT_DIR = 'best'  # continuous evaluation keeps a copy of the best here
+CONFUSION_FILE = 'confusion.csv'
+METRICS_HISTORY_FILE = 'metrics.jsonl'
+_CHECKPOINT_STEP = re.compile(r'-(\d+)$')
+
+
+def recall_name(k: int) -> str:
+    """The metric name of top-k recall: slim's 'Accuracy' for k=1, 'Recall_<k>' else."""
+    return 'Accuracy' if k == 1 else f'Recall_{k}'
+
+
+class Evaluator:
+    """Counts one network's hits over exact passes of a split, checkpoint after checkpoint.
+
+    The counting step is traced once, on the first pass, and reused for every later
+    pass (restoring other weights into the same variables does not retrace). Create the
+    network under `strategy.scope()`.
+    """
+
+    def __init__(self, network, *, num_classes: int, top_k: Sequence[int] = DEFAULT_TOP_K,
+                 strategy: Optional[tf.distribute.Strategy] = None):
+        if not top_k or any(k < 1 for k in top_k):
+            raise UsageError(f'--top_k={",".join(map(str, top_k))}; pass positive k values '
+                             'such as 1,5.')
+        self.network = network
+        self.num_classes = num_classes
+        self.top_k = tuple(sorted(set(top_k)))
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self._count = tf.function(self._count_batch)
+
+    def _replica_counts(self, images, labels, mask, skipped):
+        logits, _ = self.network(images, training=False)
+        logits = tf.cast(logits, tf.float32)  # low-precision nets: rank in float32
+        labels = tf.cast(labels, tf.int32)
+        weights = tf.cast(mask, tf.int64)
+        predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        confusion = tf.math.confusion_matrix(labels, predictions, self.num_classes,
+                                             weights=weights, dtype=tf.int64)
+        # A k beyond the class count is every class (the existing Recall_5 on 3 classes).
+        hits = tf.stack([
+            tf.reduce_sum(tf.cast(tf.math.in_top_k(labels, logits,
+                                                   min(k, self.num_classes)),
+                                  tf.int64) * weights)
+            for k in self.top_k])
+        return confusion, hits, tf.reduce_max(skipped)
+
+    def _count_batch(self, batch):
+        counts = self.strategy.run(self._replica_counts, args=batch)
+        total = tf.distribute.ReduceOp.SUM
+        confusion, hits, skipped = counts
+        return (self.strategy.reduce(total, confusion, axis=None),
+                self.strategy.reduce(total, hits, axis=None),
+                tf.reduce_max(tf.stack(self.strategy.experimental_local_results(skipped))))
+
+    def evaluate(self, dataset: tf.data.Dataset, *, batch_size: Optional[int] = None,
+                 num_examples: Optional[int] = None,
+                 max_num_batches: Optional[int] = None) -> Dict:
+        """One exact pass over `dataset`: (images, labels[, skipped]) batches, no repeat.
+
+        batch_size: the largest batch the dataset yields (default: its first batch's
+        size); every batch is padded to it, rounded up to a multiple of the replicas.
+        The optional third item counts examples the input pipeline could not decode so
+        far (reported as num_unreadable). `num_examples` only sizes the progress bar.
+        """
+        replicas = self.strategy.num_replicas_in_sync
+        if batch_size is None:
+            batch_size = int(tf.shape(next(iter(dataset))[1])[0])
+        global_batch = max(replicas, -(-batch_size // replicas) * replicas)
+        distributed = self.strategy.experimental_distribute_dataset(
+            _padded(dataset, global_batch))
+        confusion = np.zeros([self.num_classes] * 2, np.int64)
+        hits = np.zeros(len(self.top_k), np.int64)
+        unreadable = 0
+        progress = ProgressBar('eval', num_examples)
+        for batch_index, batch in enumerate(distributed):
+            if max_num_batches is not None and batch_index >= max_num_batches:
+                break
+            try:
+                batch_confusion, batch_hits, skipped = self._count(batch)
+            except tf.errors.InvalidArgumentError as error:
+                if 'labels' not in str(error):
+                    raise
+                raise UsageError(f'A label is outside the model\'s classes 0..'
+                                 f'{self.num_classes - 1}; check --labels_offset and that '
+                                 '--dataset_name matches the checkpoint.') from None
+            confusion += batch_confusion.numpy()
+            hits += batch_hits.numpy()
+            unreadable = max(unreadable, int(skipped))
+            progress.update(int(confusion.sum()))
+        progress.close()
+        seen = int(confusion.sum())
+        if seen == 0:
+            raise ValueError('The evaluation split yielded no examples.')
+        if unreadable:
+            print(f'eval/unreadable_examples: {unreadable} (skipped; not in the metrics)')
+        metrics = {recall_name(k): int(h) / seen for k, h in zip(self.top_k, hits)}
+        metrics['Accuracy'] = float(np.trace(confusion)) / seen
+        metrics.update(num_examples=seen, num_unreadable=unreadable)
+        metrics['confusion'] = confusion
+        return metrics
+
+
+def _padded(dataset: tf.data.Dataset, global_batch: int) -> tf.data.Dataset:
+    """(images, labels, mask, skipped) batches of exactly global_batch examples: short
+    batches padded with zeros that the mask leaves out; skipped per example, so the
+    strategy can split it with the batch."""
+    def pad(images, labels, *skipped):
+        size = tf.shape(labels)[0]
+        missing = global_batch - size
+        tf.debugging.assert_non_negative(
+            missing, 'A batch is larger than the batch_size given to the evaluator.')
+        images = tf.pad(images, [[0, missing]] + [[0, 0]] * (len(images.shape) - 1))
+        labels = tf.pad(labels, [[0, missing]])
+        mask = tf.range(global_batch) < size
+        count = tf.cast(skipped[0], tf.int64) if skipped else tf.constant(0, tf.int64)
+        return (tf.ensure_shape(images, [global_batch, *images.shape[1:]]),
+                tf.ensure_shape(labels, [global_batch]), mask,
+                tf.fill([global_batch], count))
+
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    return dataset.map(pad).with_options(options)
 
 
 def evaluate(network, dataset: tf.data.Dataset, *, num_examples: Optional[int] = None,
-             max_num_batches: Optional[int] = None) -> Dict[str, float]:
-    """Counts top-1 and top-5 hits over every example of `dataset`, once each.
+             max_num_batches: Optional[int] = None, top_k: Sequence[int] = DEFAULT_TOP_K,
+             strategy: Optional[tf.distribute.Strategy] = None,
+             batch_size: Optional[int] = None) -> Dict:
+    """One exact pass with a new Evaluator (see Evaluator.evaluate); for a single pass.
+    The number of classes is the network's."""
+    evaluator = Evaluator(network, num_classes=network.num_classes, top_k=top_k,
+                          strategy=strategy)
+    return evaluator.evaluate(dataset, batch_size=batch_size, num_examples=num_examples,
+                              max_num_batches=max_num_batches)
 
-    `dataset` yields (images, labels) batches and must not repeat; the last batch may
-    be short. Batches may carry a third item, the count of examples the input pipeline
-    could not decode so far (reported as num_unreadable). `num_examples` only sizes the
-    progress bar.
-    """
 
-    @tf.function
-    def count_hits(images, labels):
-        logits, _ = network(images, training=False)
-        k = min(5, logits.shape[-1])
-        labels = tf.cast(labels, tf.int32)
-        top1 = tf.cast(tf.argmax(logits, axis=-1, output_type=tf.int32) == labels, tf.int64)
-        top5 = tf.cast(tf.math.in_top_k(labels, logits, k), tf.int64)
-        return tf.reduce_sum(top1), tf.reduce_sum(top5), tf.size(labels, tf.int64)
-
-    correct = in_top5 = seen = unreadable = 0
-    progress = ProgressBar('eval', num_examples)
-    for batch_index, (images, labels, *skipped) in enumerate(dataset):
-        if max_num_batches is not None and batch_index >= max_num_batches:
-            break
-        if skipped:
-            unreadable = int(skipped[0])
-        if labels.shape[0] == 0:  # a batch of unreadable examples only
-            continue
-        top1, top5, size = (int(x) for x in count_hits(images, labels))
-        correct, in_top5, seen = correct + top1, in_top5 + top5, seen + size
-        progress.update(seen)
-    progress.close()
-    if seen == 0:
-        raise ValueError('The evaluation split yielded no examples.')
-    if unreadable:
-        print(f'eval/unreadable_examples: {unreadable} (skipped; not in the metrics)')
-    return {'Accuracy': correct / seen, 'Recall_5': in_top5 / seen, 'num_examples': seen,
-            'num_unreadable': unreadable}
+def per_class_accuracy(confusion: np.ndarray,
+                       class_names: Sequence[str]) -> Dict[str, Optional[float]]:
+    """{class name: fraction of its examples predicted right}; None if it had none."""
+    totals = confusion.sum(axis=1)
+    return {name: (float(confusion[i, i] / totals[i]) if totals[i] else None)
+            for i, name in enumerate(class_names)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,25 +182,216 @@ class EvaluationRecord:
     split_name: str
 
 
-def report(metrics: Dict[str, float], eval_dir: str, record: EvaluationRecord):
-    """Prints `eval/<name>: value` lines, writes TensorBoard scalars, and the metrics with
-    what was evaluated: appended as one JSON line to metrics.jsonl (every evaluation) and
-    written alone to metrics.json (the latest)."""
+def _write_atomically(path: str, text: str):
+    with tf.io.gfile.GFile(path + '.tmp', 'w') as f:
+        f.write(text)
+    tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
+
+
+def _confusion_csv(confusion: np.ndarray, class_names: Sequence[str]) -> str:
+    """Rows: true class; columns: predicted class; a header row and column of names."""
+    quoted = ['"' + name.replace('"', '""') + '"' for name in class_names]
+    lines = ['true \\ predicted,' + ','.join(quoted)]
+    lines += [f'{quoted[i]},' + ','.join(str(int(c)) for c in row)
+              for i, row in enumerate(confusion)]
+    return '\n'.join(lines) + '\n'
+
+
+def confusion_image(confusion: np.ndarray, min_size: int = 256) -> np.ndarray:
+    """[1, H, W, 1] float image of the row-normalised matrix (white: all of a true class
+    predicted as that column), each cell enlarged to squares of at least min_size total."""
+    totals = np.maximum(confusion.sum(axis=1, keepdims=True), 1)
+    image = (confusion / totals).astype(np.float32)
+    scale = max(1, min_size // max(1, confusion.shape[0]))
+    image = np.repeat(np.repeat(image, scale, axis=0), scale, axis=1)
+    return image[np.newaxis, :, :, np.newaxis]
+
+
+def report(metrics: Dict, eval_dir: str, record: EvaluationRecord,
+           class_names: Optional[Sequence[str]] = None):
+    """Prints `eval/<name>: value` lines, writes TensorBoard scalars (and the confusion
+    matrix as an image), and the metrics with what was evaluated: appended as one JSON
+    line to metrics.jsonl (every evaluation) and written alone to metrics.json (the
+    latest). A 'confusion' matrix in metrics goes to confusion.csv (the latest) and
+    becomes per_class_accuracy in the JSON."""
     tf.io.gfile.makedirs(eval_dir)
-    for name in ('Accuracy', 'Recall_5'):
+    metrics = dict(metrics)
+    confusion = metrics.pop('confusion', None)
+    recalls = ['Accuracy'] + sorted(
+        (name for name in metrics if name.startswith('Recall_')),
+        key=lambda name: int(name.split('_')[1]))
+    for name in recalls:
         print(f'eval/{name}: {metrics[name]:.4f}')
+    if confusion is not None:
+        class_names = list(class_names or map(str, range(len(confusion))))
+        metrics['per_class_accuracy'] = per_class_accuracy(confusion, class_names)
+        _write_atomically(os.path.join(eval_dir, CONFUSION_FILE),
+                          _confusion_csv(confusion, class_names))
     entry = dict(metrics, **dataclasses.asdict(record),
                  time=datetime.datetime.now(datetime.timezone.utc).isoformat(
                      timespec='seconds'))
     path = os.path.join(eval_dir, 'metrics.json')
-    with tf.io.gfile.GFile(path + '.tmp', 'w') as f:
-        json.dump(entry, f, indent=2)
-    tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
-    with open(os.path.join(eval_dir, 'metrics.jsonl'), 'a', encoding='utf-8') as f:
+    _write_atomically(path, json.dumps(entry, indent=2))
+    with open(os.path.join(eval_dir, METRICS_HISTORY_FILE), 'a', encoding='utf-8') as f:
         f.write(json.dumps(entry) + '\n')
     writer = tf.summary.create_file_writer(eval_dir)
     with writer.as_default(step=record.global_step or 0):
-        for name in ('Accuracy', 'Recall_5'):
+        for name in recalls:
             tf.summary.scalar(f'eval/{name}', metrics[name])
+        if confusion is not None:
+            tf.summary.image('eval/confusion_matrix', confusion_image(confusion))
     writer.close()
     logging.info('Wrote %s.', path)
+
+
+def _copy_checkpoint(prefix: str, directory: str) -> Optional[str]:
+    """Copies a checkpoint's files into `directory`, replacing what it held; returns the
+    copy's prefix, or None if the checkpoint disappeared meanwhile."""
+    staging = directory + '.tmp'
+    if tf.io.gfile.exists(staging):
+        tf.io.gfile.rmtree(staging)
+    tf.io.gfile.makedirs(staging)
+    try:
+        for path in tf.io.gfile.glob(prefix + '.*'):  # .index and .data-*
+            tf.io.gfile.copy(path, os.path.join(staging, os.path.basename(path)))
+    except tf.errors.NotFoundError:
+        logging.warning('%s was deleted while it was copied; the best checkpoint is '
+                        'recorded but not kept.', prefix)
+        tf.io.gfile.rmtree(staging)
+        return None
+    if tf.io.gfile.exists(directory):
+        tf.io.gfile.rmtree(directory)
+    tf.io.gfile.rename(staging, directory)
+    return os.path.join(directory, os.path.basename(prefix))
+
+
+def update_best(eval_dir: str, metrics: Dict, record: EvaluationRecord,
+                metric: str = 'Accuracy', keep_copy: bool = False) -> bool:
+    """Records `record` in best_checkpoint.json if its metric beats the recorded best (the
+    earlier checkpoint wins a tie); returns whether it did. With keep_copy the
+    checkpoint's files are also copied to <eval_dir>/best/, so the best survives the
+    training's --max_checkpoints_to_keep (its prefix is recorded as 'copy')."""
+    path = os.path.join(eval_dir, BEST_CHECKPOINT_FILE)
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            best = json.load(f)
+        if best.get('metric') == metric and best.get('value', -1) >= metrics[metric]:
+            return False
+    entry = dict(dataclasses.asdict(record), metric=metric, value=metrics[metric],
+                 **{k: v for k, v in metrics.items() if k.startswith(('Accuracy', 'Recall_'))})
+    tf.io.gfile.makedirs(eval_dir)
+    if keep_copy:
+        entry['copy'] = _copy_checkpoint(record.checkpoint,
+                                         os.path.join(eval_dir, BEST_CHECKPOINT_DIR))
+    _write_atomically(path, json.dumps(entry, indent=2))
+    logging.info('Best so far: %s (%s %.4f).', record.checkpoint, metric, metrics[metric])
+    return True
+
+
+def evaluated_checkpoints(eval_dir: str, record_filter: Callable[[Dict], bool]) -> set:
+    """Checkpoint paths that metrics.jsonl in eval_dir records, among entries passing
+    record_filter (e.g. the same dataset and split)."""
+    path = os.path.join(eval_dir, METRICS_HISTORY_FILE)
+    if not tf.io.gfile.exists(path):
+        return set()
+    done = set()
+    with tf.io.gfile.GFile(path) as f:
+        for line in f:
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:  # a line cut by a crash
+                continue
+            if record_filter(entry):
+                done.add(entry.get('checkpoint'))
+    return done
+
+
+def check_train_dir(train_dir: str):
+    """Continuous evaluation follows a directory (which may not exist yet: the training
+    creates it); refuses a file or a checkpoint prefix in one line."""
+    is_file = tf.io.gfile.exists(train_dir) and not tf.io.gfile.isdir(train_dir)
+    if is_file or checkpoint_exists(train_dir):
+        raise UsageError(f'--eval_interval_secs watches a training directory for new '
+                         f'checkpoints, and {train_dir} is not one: pass '
+                         '--checkpoint_path=<train_dir>, or drop --eval_interval_secs to '
+                         'evaluate one checkpoint.')
+
+
+def checkpoint_exists(prefix: str) -> bool:
+    return tf.io.gfile.exists(prefix + '.index')
+
+
+def list_checkpoints(train_dir: str) -> List[Tuple[int, str]]:
+    """(step, prefix) of the checkpoints the train_dir's 'checkpoint' file lists and
+    that exist, by step."""
+    state = tf.train.get_checkpoint_state(train_dir)
+    found = []
+    for path in (state.all_model_checkpoint_paths if state else []):
+        match = _CHECKPOINT_STEP.search(path)
+        if match and checkpoint_exists(path):
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchConfig:
+    """How continuous evaluation follows a train_dir."""
+    interval_secs: float = 60.0  # between looks for a new checkpoint
+    timeout_secs: Optional[float] = None  # stop this long after the last new checkpoint
+    backfill: bool = False  # also the checkpoints already there at start, oldest first
+
+    def __post_init__(self):
+        if self.interval_secs < 0:
+            raise UsageError(f'--eval_interval_secs={self.interval_secs:g}; pass zero or '
+                             'more seconds.')
+        if self.timeout_secs is not None and self.timeout_secs <= 0:
+            raise UsageError(f'--eval_timeout_secs={self.timeout_secs:g}; pass a positive '
+                             'number of seconds, or leave it unset to wait for the final '
+                             'checkpoint.')
+
+
+def watch_checkpoints(train_dir: str, config: WatchConfig, *,
+                      final_step: Callable[[], Optional[int]] = lambda: None,
+                      skip: Callable[[str], bool] = lambda path: False,
+                      clock: Callable[[], float] = time.monotonic,
+                      sleep: Callable[[float], None] = time.sleep) -> Iterator[Tuple[int, str]]:
+    """Yields (step, prefix) of each new checkpoint in train_dir once, in step order.
+
+    Starts from the newest checkpoint present (all of them with config.backfill);
+    checkpoints for which skip(prefix) holds (evaluated before) are passed over. Ends
+    after a checkpoint at or beyond final_step() (read afresh each time: the run's
+    --max_number_of_steps, None if unknown), or when none came for config.timeout_secs.
+    A checkpoint the training deleted (--max_checkpoints_to_keep) before its turn is
+    passed over with a warning.
+    """
+    logging.info('Watching %s for new checkpoints every %g s.', train_dir,
+                 config.interval_secs)
+    last_step = None
+    first_look = True
+    last_news = clock()
+    while True:
+        found = [(step, path) for step, path in list_checkpoints(train_dir)
+                 if last_step is None or step > last_step]
+        if first_look and not config.backfill:
+            found = found[-1:]
+        first_look = False
+        for step, path in found:
+            last_step = step
+            if skip(path):
+                logging.info('%s was evaluated before; skipping it.', path)
+            elif not checkpoint_exists(path):
+                logging.warning('%s was deleted before its evaluation (raise the '
+                                'training\'s --max_checkpoints_to_keep to keep it).', path)
+            else:
+                yield step, path
+            last_news = clock()
+            final = final_step()
+            if final is not None and step >= final:
+                logging.info('Checkpoint %s is the training\'s last (step %d of %d); '
+                             'evaluation ends.', path, step, final)
+                return
+        if config.timeout_secs is not None and clock() - last_news >= config.timeout_secs:
+            logging.info('No new checkpoint in %s for %g s (--eval_timeout_secs); '
+                         'evaluation ends.', train_dir, config.timeout_secs)
+            return
+        sleep(config.interval_secs)

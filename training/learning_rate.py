@@ -10,17 +10,26 @@ Reproduces the later slim version that has --warmup_epochs:
     fixed:       lr
     warmup:      min(lr * step / (steps_per_epoch * warmup_epochs), decayed lr)
 
+and, beyond slim, cosine decay from lr down to end_lr (the floor), after the warmup:
+
+    cosine:      end_lr + (lr - end_lr) * (1 + cos(pi * min(step - warmup, decay) / decay)) / 2
+                 decay = max_number_of_steps - warmup_steps when the run's length is
+                 known (the rate reaches the floor at the last step), otherwise
+                 steps_per_epoch * num_epochs_per_decay (then it stays at the floor).
+
 batch_size is slim's per-clone --batch_size, so with several replicas each one counts
 epochs on its own, as slim's clones did.
 """
 import dataclasses
-from typing import Callable
+import math
+from typing import Optional
 
 import tensorflow as tf
 
+from core import checks
 from core.errors import UsageError
 
-DECAY_TYPES = ('fixed', 'exponential', 'polynomial')
+DECAY_TYPES = ('fixed', 'exponential', 'polynomial', 'cosine')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +42,17 @@ class LearningRateConfig:
     num_epochs_per_decay: float = 2.0
     warmup_epochs: float = 0.0
 
+    def __post_init__(self):
+        # (--warmup_epochs is checked where the schedule is made.)
+        checks.check_at_least(0, learning_rate=self.learning_rate,
+                              end_learning_rate=self.end_learning_rate)
+        if self.learning_rate_decay_factor <= 0:
+            raise UsageError(f'--learning_rate_decay_factor={self.learning_rate_decay_factor:g}'
+                             ' is out of range; pass a positive factor, e.g. 0.94.')
+        if self.num_epochs_per_decay <= 0:
+            raise UsageError(f'--num_epochs_per_decay={self.num_epochs_per_decay:g} is out '
+                             'of range; pass a positive number of epochs, e.g. 2.')
+
 
 @dataclasses.dataclass(frozen=True)
 class LearningRateSchedule:
@@ -40,6 +60,7 @@ class LearningRateSchedule:
     config: LearningRateConfig
     steps_per_epoch: float
     decay_steps: int
+    warmup_steps: float = 0.0  # steps_per_epoch * warmup_epochs
 
     def __call__(self, global_step) -> tf.Tensor:
         config = self.config
@@ -56,20 +77,28 @@ class LearningRateSchedule:
             fraction = tf.minimum(step, decay_steps) / decay_steps
             end = tf.constant(config.end_learning_rate, tf.float32)
             learning_rate = (learning_rate - end) * (1.0 - fraction) + end
+        elif decay_type == 'cosine':
+            decay_steps = tf.constant(float(self.decay_steps), tf.float32)
+            # Starts after the warmup, so the ramp ends at the full rate.
+            decayed = tf.clip_by_value(step - self.warmup_steps, 0.0, decay_steps)
+            end = tf.constant(config.end_learning_rate, tf.float32)
+            cosine = 0.5 * (1.0 + tf.cos(math.pi * decayed / decay_steps))
+            learning_rate = end + (learning_rate - end) * cosine
         if config.warmup_epochs:
-            warmup_learning_rate = (
-                config.learning_rate * step / (self.steps_per_epoch * config.warmup_epochs))
+            warmup_learning_rate = config.learning_rate * step / self.warmup_steps
             learning_rate = tf.minimum(warmup_learning_rate, learning_rate)
         return learning_rate
 
 
 def create_learning_rate_fn(
         config: LearningRateConfig, num_samples_per_epoch: int, batch_size: int,
-        replicas_to_aggregate: int = 1) -> Callable[[tf.Tensor], tf.Tensor]:
-    """Slim's learning-rate schedule as a function of the global step.
+        replicas_to_aggregate: int = 1,
+        max_number_of_steps: Optional[int] = None) -> LearningRateSchedule:
+    """Slim's learning-rate schedule (or cosine) as a function of the global step.
 
     replicas_to_aggregate is the number of replicas' batches one update averages under
     slim's --sync_replicas (1 otherwise): an epoch then takes that many times fewer steps.
+    max_number_of_steps, the run's length (None: unbounded), sets cosine's decay period.
     """
     if config.learning_rate_decay_type not in DECAY_TYPES:
         raise UsageError(
@@ -89,13 +118,29 @@ def create_learning_rate_fn(
         raise UsageError(
             f'warmup_epochs is {config.warmup_epochs}; set --warmup_epochs to zero or more.')
 
+    if config.learning_rate_decay_type == 'cosine' and (
+            config.end_learning_rate > config.learning_rate or config.end_learning_rate < 0):
+        raise UsageError(
+            f'--end_learning_rate={config.end_learning_rate:g} is the floor of the cosine '
+            f'decay from --learning_rate={config.learning_rate:g}; set it between 0 and '
+            '--learning_rate.')
+
     steps_per_epoch = num_samples_per_epoch / batch_size / replicas_to_aggregate
+    warmup_steps = steps_per_epoch * config.warmup_epochs
     decay_steps = int(steps_per_epoch * config.num_epochs_per_decay)
+    if config.learning_rate_decay_type == 'cosine' and max_number_of_steps is not None:
+        decay_steps = int(max_number_of_steps - warmup_steps)
+        if decay_steps <= 0:
+            raise UsageError(
+                f'The warmup ({warmup_steps:g} steps of --warmup_epochs='
+                f'{config.warmup_epochs:g}) leaves none of --max_number_of_steps='
+                f'{max_number_of_steps} for the cosine decay; lower --warmup_epochs or '
+                'raise --max_number_of_steps.')
     if decay_steps <= 0 and config.learning_rate_decay_type != 'fixed':
         raise UsageError(
             f'The learning rate would decay every {decay_steps} steps '
             f'({num_samples_per_epoch} samples per epoch, batch size {batch_size}, '
             f'{config.num_epochs_per_decay} epochs per decay); raise --num_epochs_per_decay '
             'or lower --batch_size so that a decay period spans at least one step.')
-    return LearningRateSchedule(
-        config=config, steps_per_epoch=steps_per_epoch, decay_steps=decay_steps)
+    return LearningRateSchedule(config=config, steps_per_epoch=steps_per_epoch,
+                                decay_steps=decay_steps, warmup_steps=warmup_steps)

@@ -23,6 +23,7 @@ import dataclasses
 
 import tensorflow as tf
 
+from core import checks
 from core.errors import UsageError
 from core.naming import slim_name
 
@@ -43,6 +44,16 @@ class OptimizerConfig:
     momentum: float = 0.9
     rmsprop_momentum: float = 0.9
     rmsprop_decay: float = 0.9
+    # Not a flag of slim's script: slim's create_train_op argument, as a global norm.
+    clip_gradient_norm: float = 0.0
+
+    def __post_init__(self):
+        checks.check_at_least(0, opt_epsilon=self.opt_epsilon)
+        checks.check_fraction(adadelta_rho=self.adadelta_rho, momentum=self.momentum,
+                              rmsprop_momentum=self.rmsprop_momentum,
+                              rmsprop_decay=self.rmsprop_decay)
+        checks.check_fraction(high_open=True, adam_beta1=self.adam_beta1,
+                              adam_beta2=self.adam_beta2)
 
 
 OPTIMIZER_NAMES = ('adadelta', 'adagrad', 'adam', 'ftrl', 'momentum', 'rmsprop', 'sgd')
@@ -60,6 +71,8 @@ class Optimizer(tf.Module):
     """
 
     SLOTS = ()
+    # > 0: apply_gradients rescales the gradients so their global norm is at most this.
+    clip_gradient_norm = 0.0
 
     def __init__(self, name):
         super().__init__(name=name)
@@ -114,11 +127,21 @@ class Optimizer(tf.Module):
         stay equal, as TF's own MirroredStrategy updates do; on a parameter-server
         worker the variables are the servers'. Gradients that are None are skipped;
         IndexedSlices are made dense (TF1's sparse row updates are not reproduced).
+
+        With clip_gradient_norm > 0 the gradients are first scaled together so that
+        their global norm (over all variables, after aggregation: every replica sees the
+        same) is at most clip_gradient_norm; slim's clip_gradient_norm clipped each
+        tensor on its own. Returns the global norm before clipping, or None without it.
         """
         pairs = [(tf.convert_to_tensor(grad), var)
                  for grad, var in grads_and_vars if grad is not None]
         if not pairs:
-            return
+            return None
+        global_norm = None
+        if self.clip_gradient_norm > 0:
+            clipped, global_norm = tf.clip_by_global_norm(
+                [grad for grad, _ in pairs], self.clip_gradient_norm)
+            pairs = [(grad, var) for grad, (_, var) in zip(clipped, pairs)]
         missing = [slim_name(var) for _, var in pairs
                    if slim_name(var) not in self._slots]
         if missing:
@@ -129,6 +152,7 @@ class Optimizer(tf.Module):
             slots = [self._slots[slim_name(var)][slot_key] for slot_key, _ in self.SLOTS]
             self._apply_dense(var, grad, tf.cast(learning_rate, var.dtype), *slots)
         self._finish()
+        return global_norm
 
     def _slot_initial_value(self, slot_key, var):
         """Initial value of a slot; zeros unless the subclass overrides it."""
@@ -337,6 +361,15 @@ class FtrlOptimizer(Optimizer):
 
 def create_optimizer(config: OptimizerConfig) -> Optimizer:
     """The optimizer named by config.optimizer, with slim's hyperparameter mapping."""
+    if config.clip_gradient_norm < 0:
+        raise UsageError(f'--clip_gradient_norm={config.clip_gradient_norm:g}; pass a '
+                         'positive global norm, or 0 not to clip.')
+    optimizer = _create_unclipped(config)
+    optimizer.clip_gradient_norm = config.clip_gradient_norm
+    return optimizer
+
+
+def _create_unclipped(config: OptimizerConfig) -> Optimizer:
     name = config.optimizer
     if name == 'adadelta':
         return AdadeltaOptimizer(rho=config.adadelta_rho, epsilon=config.opt_epsilon)

@@ -272,6 +272,7 @@ def test_sync_replicas_average_one_gradient_per_worker(tmp_path):
     assert (tmp_path / 'train' / 'model.ckpt-4.index').exists()
 
 
+@pytest.mark.slow
 def test_backup_workers_keep_the_pace_of_the_fast_ones(tmp_path):
     """M = 3, N = 2, one worker's every batch 0.5 s late: 40 updates take far less than
     the 20 s that waiting for it would, and its stale gradients are dropped and counted."""
@@ -310,10 +311,11 @@ def test_a_dead_parameter_server_stops_the_chief_naming_it_and_the_job_resumes(
         assert group.wait('chief', timeout=120) == 1
         failed = group.log('chief')
         assert 'Traceback' not in failed
-        assert failed.rstrip().splitlines()[-1] == (
+        # TensorFlow's own gRPC threads may log after it: the line is not always last.
+        assert [line for line in failed.splitlines() if line.startswith('ERROR: ')] == [
             f'ERROR: ps task 1 ({ps1_address}) stopped answering, so training stopped; '
             'restart that task, then this one: training resumes from the last '
-            'checkpoint in --train_dir.')
+            'checkpoint in --train_dir.']
         latest = int(re.findall(r'Saved checkpoint .*model\.ckpt-(\d+)', failed)[-1])
         group.start('ps1_restarted', [TRAIN, *chief_flags[:3], '--job_name=ps', '--task=1'])
         group.start('chief_restarted', [*training, f'--max_number_of_steps={latest + 20}'])
@@ -345,3 +347,22 @@ def test_sync_replicas_with_a_backup_train_on_when_a_worker_dies(tmp_path, shape
     assert 'global step 150:' in chief_log
     assert (train_dir / 'model.ckpt-150.index').exists()
     assert 'Traceback' not in chief_log
+
+
+@pytest.mark.slow  # tests/training/test_train_loop.py traces one machine in make test
+def test_a_trace_covers_every_task_of_the_cluster(tmp_path, shapes_data):
+    train_dir = tmp_path / 'train'
+    with processes(tmp_path) as group:
+        chief_flags = start_ps_cluster(group, num_ps=1, num_workers=2)
+        group.start('chief', [TRAIN, *chief_flags, '--dataset_name=shapes',
+                              f'--dataset_dir={shapes_data}', '--model_name=lenet',
+                              '--batch_size=4', f'--train_dir={train_dir}',
+                              '--max_number_of_steps=8', '--log_every_n_steps=4',
+                              '--trace_every_n_steps=5'])
+        assert group.wait('chief', timeout=240) == 0, group.log('chief')[-3000:]
+        chief_log = group.log('chief')
+    assert 'Wrote a profiler trace of 3 task(s)' in chief_log
+    traces = sorted(p.name for p in (train_dir / 'plugins' / 'profile').glob('*/*.xplane.pb'))
+    ports = [address.rsplit(':', 1)[1] for flag in chief_flags[:2]
+             for address in flag.split('=', 1)[1].split(',')]
+    assert traces == sorted(f'127.0.0.1_{port}.xplane.pb' for port in ports)

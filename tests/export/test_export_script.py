@@ -54,6 +54,8 @@ def runs(tmp_path_factory):
               f'--dataset_dir={work / "shapes"}', '--num_parity_examples=16',
               '--num_calibration_examples=16']
     (work / 'taken').mkdir()
+    float_checkpoint = tf.train.Checkpoint(model=testing_utils.built_cifarnet()).save(
+        str(work / 'float' / 'model.ckpt'))
     (work / 'taken' / 'model_float.tflite').write_bytes(b'an older model')
     jobs = {
         # Fresh (unseeded) weights leave close logits, so int8 top-1 agreement varies
@@ -67,8 +69,8 @@ def runs(tmp_path_factory):
                                       '--export_format=saved_model'],
                        code=BROKEN_BYTES_SIGNATURE.format(script=SCRIPT)),
         'quantize': dict(args=common + [f'--export_dir={work}/q', '--quantize']),
-        'quantize_delay': dict(args=['--quantize_delay=10'],
-                               script=str(ROOT / 'train_image_classifier.py')),
+        'quantize_float': dict(args=common + [f'--export_dir={work}/qf', '--quantize',
+                                              f'--checkpoint_path={float_checkpoint}']),
     }
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
         futures = {name: pool.submit(_run, *job['args'], code=job.get('code'),
@@ -101,11 +103,12 @@ def test_a_non_empty_target_is_refused_unless_overwrite(runs):
     assert (runs['work'] / 'taken' / 'model_float.tflite').read_bytes()[4:8] == b'TFL3'
 
 
-@pytest.mark.parametrize('name', ['quantize', 'quantize_delay'])
-def test_quantization_aware_training_is_not_implemented_and_says_so(runs, name):
-    line = _one_error_line(runs['results'][name])
-    assert f'--{name} (quantization-aware training) is not implemented yet' in line
-    assert '--export_format=tflite_int8' in line
+def test_quantize_needs_a_quantization_aware_checkpoint_and_says_so(runs):
+    line = _one_error_line(runs['results']['quantize'])
+    assert '--quantize exports a quantization-aware checkpoint' in line
+    assert '--checkpoint_path' in line and '--quantize_delay' in line
+    line = _one_error_line(runs['results']['quantize_float'])
+    assert 'holds no quantization ranges' in line and '--quantize_delay' in line
 
 
 def test_a_wrong_preprocessing_in_the_export_fails_and_leaves_nothing(runs):

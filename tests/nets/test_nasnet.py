@@ -108,6 +108,7 @@ def _trainer(network, train_dir, images, labels, *, max_steps, learning_rate=0.0
                                       max_number_of_steps=max_steps, log_every_n_steps=10))
 
 
+@pytest.mark.slow
 def test_nasnet_cifar_training_on_shapes_lowers_the_loss(tmp_path):
     # A small nasnet_cifar (3 cells of 8 filters, aux head and drop-path on) fits 32
     # shapes images. The loss is measured with batch statistics at step 0 (no

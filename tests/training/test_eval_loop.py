@@ -1,5 +1,7 @@
+import dataclasses
 import datetime
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -60,3 +62,122 @@ def test_report_prints_writes_json_and_tensorboard(tmp_path, capsys):
             event = tf.compat.v1.Event.FromString(raw.numpy())
             tags.update((v.tag, event.step) for v in event.summary.value)
     assert {('eval/Accuracy', 42), ('eval/Recall_5', 42)} <= tags
+
+
+def test_two_clones_count_every_example_once():
+    # 23 examples in global batches of 10 (5 per clone): the last batch of 3 is padded.
+    images, labels = testing_utils.cifar_sized_examples()
+    net = testing_utils.built_cifarnet()
+    single = eval_loop.evaluate(net, tf.data.Dataset.from_tensor_slices(
+        (images, labels)).batch(23), top_k=(1, 2, 5))
+    strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
+    with strategy.scope():
+        mirrored_net = testing_utils.built_cifarnet()
+        for mirrored, original in zip(mirrored_net.variables, net.variables):
+            mirrored.assign(original)
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(10)
+    evaluator = eval_loop.Evaluator(mirrored_net, num_classes=10, top_k=(1, 2, 5),
+                                    strategy=strategy)
+    for _ in range(2):  # the same evaluator again (a second checkpoint) counts afresh
+        metrics = evaluator.evaluate(dataset, batch_size=10)
+        assert metrics['num_examples'] == 23
+        np.testing.assert_array_equal(metrics['confusion'], single['confusion'])
+        assert np.bincount(labels, minlength=10).tolist() == metrics['confusion'].sum(
+            axis=1).tolist()
+        for name in ('Accuracy', 'Recall_2', 'Recall_5'):
+            assert metrics[name] == single[name]
+    assert 0 < single['Accuracy'] < single['Recall_2'] < single['Recall_5'] < 1
+
+
+def test_unreadable_counts_and_all_masked_batches():
+    # The input pipeline's third item counts unreadable examples so far; a batch may be
+    # empty when all of its examples were unreadable.
+    images, labels = testing_utils.cifar_sized_examples(count=6)
+    batches = [(images[:4], labels[:4], 1), (images[:0], labels[:0], 3),
+               (images[4:], labels[4:], 3)]
+    dataset = tf.data.Dataset.from_generator(
+        lambda: iter(batches), output_signature=(
+            tf.TensorSpec([None, 32, 32, 3], tf.float32), tf.TensorSpec([None], tf.int64),
+            tf.TensorSpec([], tf.int64)))
+    metrics = eval_loop.evaluate(testing_utils.built_cifarnet(), dataset, batch_size=4)
+    assert (metrics['num_examples'], metrics['num_unreadable']) == (6, 3)
+
+
+def test_report_writes_confusion_csv_per_class_accuracy_and_best(tmp_path):
+    confusion = np.array([[3, 1, 0], [0, 0, 0], [1, 0, 1]])
+    metrics = {'Accuracy': 4 / 6, 'Recall_2': 5 / 6, 'num_examples': 6,
+               'confusion': confusion}
+    record = eval_loop.EvaluationRecord(checkpoint='/t/model.ckpt-3', global_step=3,
+                                        model_name='m', dataset_name='d', split_name='s')
+    eval_loop.report(metrics, str(tmp_path), record, ['cat', 'dog, big', 'eel'])
+    rows = (tmp_path / 'confusion.csv').read_text().splitlines()
+    assert rows == ['true \\ predicted,"cat","dog, big","eel"', '"cat",3,1,0',
+                    '"dog, big",0,0,0', '"eel",1,0,1']
+    latest = json.loads((tmp_path / 'metrics.json').read_text())
+    assert latest['per_class_accuracy'] == {'cat': 0.75, 'dog, big': None, 'eel': 0.5}
+    assert eval_loop.update_best(str(tmp_path), metrics, record)
+    worse = dataclasses.replace(record, checkpoint='/t/model.ckpt-4', global_step=4)
+    assert not eval_loop.update_best(str(tmp_path), dict(metrics, Accuracy=0.5), worse)
+    assert not eval_loop.update_best(str(tmp_path), metrics, worse)  # a tie keeps the first
+    best = json.loads((tmp_path / 'best_checkpoint.json').read_text())
+    assert (best['checkpoint'], best['Accuracy']) == ('/t/model.ckpt-3', 4 / 6)
+
+
+class _FakeTime:
+    """A clock that advances only when the watcher sleeps; `on_sleep` acts as training."""
+
+    def __init__(self, on_sleep=lambda now: None):
+        self.now, self.on_sleep = 0.0, on_sleep
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, secs):
+        assert self.now < 1000, 'the watch never ended'
+        self.now += secs
+        self.on_sleep(self.now)
+
+
+def _save_fake_checkpoint(train_dir, step, keep=None):
+    """A 'checkpoint' state file listing model.ckpt-<step> (its .index file made), as
+    CheckpointManager writes; with keep, older ones beyond it are deleted."""
+    prefix = str(train_dir / f'model.ckpt-{step}')
+    (train_dir / f'model.ckpt-{step}.index').write_bytes(b'')
+    listed = sorted((int(p.name[len('model.ckpt-'):-len('.index')]), str(p)[:-6])
+                    for p in train_dir.glob('model.ckpt-*.index'))
+    if keep is not None:
+        for _, old in listed[:-keep]:
+            (train_dir / (pathlib.Path(old).name + '.index')).unlink()
+        listed = listed[-keep:]
+    (train_dir / 'checkpoint').write_text(
+        f'model_checkpoint_path: "{prefix}"\n'
+        + ''.join(f'all_model_checkpoint_paths: "{p}"\n' for _, p in listed))
+
+
+def test_watch_times_out_without_new_checkpoints(tmp_path):
+    _save_fake_checkpoint(tmp_path, 4)
+    fake = _FakeTime()
+    config = eval_loop.WatchConfig(interval_secs=2, timeout_secs=7)
+    seen = [step for step, _ in eval_loop.watch_checkpoints(
+        str(tmp_path), config, clock=fake.clock, sleep=fake.sleep)]
+    assert seen == [4] and fake.now == 8  # looked at 0, 2, 4, 6, 8: 8 s >= 7 s of silence
+    # A train_dir the training has not created yet is waited for, as an empty one.
+    missing = eval_loop.watch_checkpoints(str(tmp_path / 'not_yet'), config,
+                                          clock=fake.clock, sleep=fake.sleep)
+    assert list(missing) == []
+
+
+def test_watch_passes_over_checkpoints_deleted_and_evaluated_before(tmp_path):
+    for step in (1, 2, 3):
+        _save_fake_checkpoint(tmp_path, step)
+    fake = _FakeTime()
+    seen = []
+    for step, path in eval_loop.watch_checkpoints(
+            str(tmp_path), eval_loop.WatchConfig(interval_secs=1, backfill=True),
+            final_step=lambda: 6, skip=lambda path: path.endswith('-2'),
+            clock=fake.clock, sleep=fake.sleep):
+        seen.append(step)
+        if step == 3:  # training writes 4, 5, 6 keeping 2 while step 3 is evaluated
+            for new in (4, 5, 6):
+                _save_fake_checkpoint(tmp_path, new, keep=2)
+    assert seen == [1, 3, 5, 6]  # 2 evaluated before; 4 deleted before its turn

@@ -111,6 +111,41 @@ def test_sync_replicas_shortens_warmup():
     np.testing.assert_allclose(rates_at(fn, [5, 25]), [0.02, 0.1], rtol=1e-6)
 
 
+def test_cosine_over_the_run_after_warmup_ends_at_the_floor():
+    # 50 warmup steps (0.5 epochs), then cosine over the remaining 1000 - 50 = 950 steps.
+    fn = create_learning_rate_fn(
+        LearningRateConfig(learning_rate_decay_type='cosine', learning_rate=0.1,
+                           end_learning_rate=0.001, warmup_epochs=0.5), SAMPLES, BATCH,
+        max_number_of_steps=1000)
+    assert (fn.warmup_steps, fn.decay_steps) == (50, 950)
+    at_288 = 0.001 + 0.099 * (1 + np.cos(np.pi * 238 / 950)) / 2
+    # Ramp; full rate at the end of warmup; a quarter and half-way (0.001 + 0.099 / 2)
+    # into the decay; the floor at the last step and after it.
+    np.testing.assert_allclose(
+        rates_at(fn, [0, 25, 50, 288, 525, 1000, 5000]),
+        [0.0, 0.05, 0.1, at_288, 0.0505, 0.001, 0.001], rtol=1e-5, atol=1e-9)
+
+
+def test_cosine_without_a_run_length_decays_over_num_epochs_per_decay():
+    fn = create_learning_rate_fn(
+        LearningRateConfig(learning_rate_decay_type='cosine', learning_rate=0.1,
+                           end_learning_rate=0.0), SAMPLES, BATCH)
+    assert fn.decay_steps == 200  # 2 epochs of 100 steps
+    np.testing.assert_allclose(rates_at(fn, [0, 100, 200, 300]), [0.1, 0.05, 0.0, 0.0],
+                               rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize('config, max_steps, flag', [
+    (LearningRateConfig(learning_rate_decay_type='cosine', warmup_epochs=20.0), 1000,
+     '--warmup_epochs'),
+    (LearningRateConfig(learning_rate_decay_type='cosine', learning_rate=0.01,
+                        end_learning_rate=0.1), 1000, '--end_learning_rate'),
+])
+def test_cosine_refuses_what_cannot_decay(config, max_steps, flag):
+    with pytest.raises(UsageError, match=flag):
+        create_learning_rate_fn(config, SAMPLES, BATCH, max_number_of_steps=max_steps)
+
+
 def test_works_in_tf_function_with_int64_variable():
     fn = create_learning_rate_fn(
         LearningRateConfig(learning_rate=0.1, learning_rate_decay_factor=0.5,
@@ -129,9 +164,9 @@ def test_works_in_tf_function_with_int64_variable():
 def test_unknown_decay_type_lists_valid_names():
     with pytest.raises(UsageError) as error:
         create_learning_rate_fn(
-            LearningRateConfig(learning_rate_decay_type='cosine'), SAMPLES, BATCH)
+            LearningRateConfig(learning_rate_decay_type='cosine_restarts'), SAMPLES, BATCH)
     message = str(error.value)
-    assert "'cosine'" in message and '--learning_rate_decay_type' in message
+    assert "'cosine_restarts'" in message and '--learning_rate_decay_type' in message
     for name in DECAY_TYPES:
         assert name in message
 

@@ -384,3 +384,59 @@ def test_partitioned_variable_pieces_update_like_the_whole(name):
                                rtol=2e-5, atol=1e-6)
     assert optimizer.get_slot(pieces[1], optimizer.slot_keys()[0]).name.startswith(
         'w/part_1/')
+
+
+# --clip_gradient_norm: one global norm over all variables, after aggregation.
+
+def test_clipping_scales_all_gradients_to_the_global_norm():
+    a = tf.Variable([0.0, 0.0], name='a')
+    b = tf.Variable([0.0], name='b')
+    optimizer = create_optimizer(OptimizerConfig(optimizer='sgd', clip_gradient_norm=1.0))
+    optimizer.build([a, b])
+    # Global norm sqrt(3^2 + 4^2) = 5: both scaled by 1/5, not each clipped to 1.
+    norm = optimizer.apply_gradients([(tf.constant([3.0, 0.0]), a),
+                                      (tf.constant([4.0]), b)], 1.0)
+    assert float(norm) == pytest.approx(5.0)
+    np.testing.assert_allclose(a.numpy(), [-0.6, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(b.numpy(), [-0.8], rtol=1e-6)
+    # Below the bound the gradients pass unchanged.
+    optimizer.apply_gradients([(tf.constant([0.3, 0.0]), a), (tf.constant([0.4]), b)], 1.0)
+    np.testing.assert_allclose(a.numpy(), [-0.9, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(b.numpy(), [-1.2], rtol=1e-6)
+
+
+def test_no_clipping_by_default_and_negative_bound_refused():
+    var = tf.Variable([0.0], name='unclipped')
+    optimizer = create_optimizer(OptimizerConfig(optimizer='sgd'))
+    optimizer.build([var])
+    assert optimizer.apply_gradients([(tf.constant([100.0]), var)], 1.0) is None
+    np.testing.assert_allclose(var.numpy(), [-100.0])
+    with pytest.raises(UsageError, match='--clip_gradient_norm'):
+        create_optimizer(OptimizerConfig(clip_gradient_norm=-1.0))
+
+
+def test_mirrored_clipping_bounds_the_all_reduced_gradient():
+    strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
+    with strategy.scope():
+        var = tf.Variable(INITIAL_VALUE, dtype=tf.float32, name='Net/clipped/weights')
+        optimizer = create_optimizer(OptimizerConfig(optimizer='sgd', clip_gradient_norm=0.5))
+        optimizer.build([var])
+    # Each replica's part has norm < 0.5; their sum (what the update uses) has norm > 0.5.
+    parts = [GRADIENTS[1] * 0.3, GRADIENTS[1] * 0.4]
+    assert all(np.linalg.norm(p) < 0.5 for p in parts)
+    summed = parts[0] + parts[1]
+
+    @tf.function
+    def train_step():
+        grads = strategy.experimental_distribute_values_from_function(
+            lambda ctx: tf.constant(parts[0], tf.float32) if ctx.replica_id_in_sync_group == 0
+            else tf.constant(parts[1], tf.float32))
+        strategy.run(lambda grad: optimizer.apply_gradients(
+            aggregation.AllReduce().aggregate([(grad, var)]), 1.0), args=(grads,))
+
+    train_step()
+    copies = [v.numpy() for v in var.values]
+    np.testing.assert_array_equal(copies[0], copies[1])
+    step = INITIAL_VALUE - copies[0]
+    np.testing.assert_allclose(np.linalg.norm(step), 0.5, rtol=1e-5)
+    np.testing.assert_allclose(step, summed * 0.5 / np.linalg.norm(summed), rtol=1e-5)

@@ -156,3 +156,77 @@ def test_nan_loss_stops_with_a_clear_error(tmp_path):
     trainer.network = PoisonedNetwork()
     with pytest.raises(TrainingDiverged, match='lower --learning_rate'):
         trainer.train()
+
+
+@pytest.mark.parametrize('precision', ['mixed_bfloat16', 'mixed_float16'])
+def test_mixed_precision_trains_and_learns(tmp_path, precision):
+    from core import seeding
+    seeding.seed_everything(0)
+    images, labels = _data(8)
+    trainer = _trainer(tf.distribute.get_strategy(), tmp_path,
+                       _fixed_batches_input_fn(images, labels, 8), max_steps=30,
+                       batch_size=8, optimizer='momentum', learning_rate=0.01,
+                       precision=precision)
+    assert all(v.dtype == tf.float32 for v in trainer.network.variables)
+    logits, _ = trainer.network(images, training=False)
+    initial = float(losses.softmax_cross_entropy(logits, labels, 0.0))
+    metrics = trainer.train()
+    assert isinstance(metrics['total_loss'], float)
+    logits, _ = trainer.network(images, training=False)
+    assert float(losses.softmax_cross_entropy(logits, labels, 0.0)) < 0.1 * initial
+    np.testing.assert_array_equal(logits.numpy().argmax(-1), labels)
+    if precision == 'mixed_float16':  # the loss scale is saved with the weights
+        reader = tf.train.load_checkpoint(str(tmp_path))
+        assert any(key.startswith('loss_scale/') for key in reader.get_variable_to_shape_map())
+
+
+def test_float16_overflow_skips_the_update_and_lowers_the_loss_scale(tmp_path):
+    images, labels = _data(8)
+    trainer = _trainer(tf.distribute.get_strategy(), tmp_path,
+                       _fixed_batches_input_fn(images, labels, 8), max_steps=1,
+                       batch_size=8, optimizer='momentum', precision='mixed_float16')
+    trainer.loss_scale.scale.assign(3e38)  # scaled gradients overflow to inf
+    before = _values(trainer.network)
+    trainer.train()
+    after = _values(trainer.network)
+    for name, value in before.items():
+        np.testing.assert_array_equal(after[name], value)
+    assert float(trainer.loss_scale.scale.numpy()) == pytest.approx(1.5e38)
+    assert int(trainer.global_step.numpy()) == 1
+    # A sane scale then updates the weights again.
+    trainer.loss_scale.scale.assign(128.0)
+    trainer.run_steps(1)
+    assert any(not np.array_equal(_values(trainer.network)[k], v) for k, v in before.items())
+    assert float(trainer.loss_scale.scale.numpy()) == 128.0
+
+
+def test_jit_compile_is_refused_on_more_than_one_device(tmp_path):
+    images, labels = _data()
+    strategy = tf.distribute.MirroredStrategy(
+        ['/cpu:0', '/cpu:1'], cross_device_ops=tf.distribute.ReductionToOneDevice())
+    with pytest.raises(UsageError, match='--jit_compile works on one device only'):
+        _trainer(strategy, tmp_path, _fixed_batches_input_fn(images, labels, 4),
+                 max_steps=1, batch_size=4, jit_compile=True)
+
+
+def test_trace_every_n_steps_writes_one_profile_per_period(tmp_path):
+    images, labels = _data(8)
+    trainer = _trainer(tf.distribute.get_strategy(), tmp_path,
+                       _fixed_batches_input_fn(images, labels, 8), max_steps=7,
+                       batch_size=8, trace_every_n_steps=3)
+    trainer.train()
+    assert trainer.global_step.numpy() == 7
+    assert trainer.traced_steps == [3, 6]
+    # Runs are named by the second they start: the two may share one.
+    assert list((tmp_path / 'plugins' / 'profile').glob('*/*.xplane.pb'))
+
+
+@pytest.mark.parametrize('keep_position', [True, False])
+def test_the_input_position_joins_the_checkpoint_unless_asked_not_to(tmp_path,
+                                                                      keep_position):
+    images, labels = _data(8)
+    _trainer(tf.distribute.get_strategy(), tmp_path,
+             _fixed_batches_input_fn(images, labels, 8), max_steps=2, batch_size=8,
+             checkpoint_input_position=keep_position).train()
+    keys = tf.train.load_checkpoint(str(tmp_path)).get_variable_to_shape_map()
+    assert any(key.startswith('input_iterator/') for key in keys) == keep_position

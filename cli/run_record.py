@@ -1,0 +1,139 @@
+"""A train_dir that describes its run.
+
+  flags.txt      every flag of the script with its value, one `--name=value` a line: a
+                 `--flagfile` that reproduces the run (later flags on the command line
+                 override it, e.g. `--flagfile=<train_dir>/flags.txt --train_dir=/tmp/b`).
+  run_info.json  the toolkit's git revision (when it runs from a git checkout), Python
+                 and TensorFlow versions, the machine and its devices, the command, the
+                 time, and the run's --max_number_of_steps (continuous evaluation stops
+                 at a checkpoint of that step).
+
+A run that resumes in a train_dir whose flags.txt differs logs each changed flag (one
+line each), then records its own flags. Only the chief writes.
+"""
+import datetime
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from typing import Dict, Optional
+
+import tensorflow as tf
+from absl import flags, logging
+
+from core import paths
+
+FLAGS_FILE = 'flags.txt'
+RUN_INFO_FILE = 'run_info.json'
+_PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def script_flags(flag_values: flags.FlagValues, module_name: str) -> Dict[str, str]:
+    """{flag name: `--name=value` line} of the flags module_name's script offers (its key
+    flags: its own and those it adopted). Flags left at a None default have no line."""
+    lines = {}
+    for flag in flag_values.get_key_flags_for_module(module_name):
+        if type(flag).__name__ == '_FlagAlias':  # absl's DEFINE_alias: the original has it
+            continue
+        serialized = flag.serialize()
+        if serialized:
+            lines[flag.name] = serialized
+    return dict(sorted(lines.items()))
+
+
+def read_flags_file(path: str, known_names=()) -> Dict[str, str]:
+    """{flag name: line} of a flags.txt (comments skipped); `--noX` is flag X's line
+    when X is among known_names (a false boolean)."""
+    lines = {}
+    with tf.io.gfile.GFile(path) as f:
+        for line in f.read().splitlines():
+            if line.startswith('--'):
+                name = line[2:].split('=', 1)[0]
+                if '=' not in line and name[2:] in known_names and name not in known_names:
+                    name = name[2:]
+                lines[name] = line
+    return lines
+
+
+def flag_differences(previous: Dict[str, str], current: Dict[str, str]) -> list:
+    """One description per flag whose line differs, e.g. '--learning_rate: 0.1 -> 0.01'."""
+    def value(lines, name):
+        line = lines.get(name)
+        if line is None:
+            return '(unset)'
+        return line.split('=', 1)[1] if '=' in line else line
+    return [f'--{name}: {value(previous, name)} -> {value(current, name)}'
+            for name in sorted(set(previous) | set(current))
+            if previous.get(name) != current.get(name)]
+
+
+def git_revision() -> Optional[str]:
+    """The toolkit's commit (with '-dirty' for local changes), or None outside git."""
+    try:
+        result = subprocess.run(
+            ['git', '-C', _PROJECT_ROOT, 'describe', '--always', '--dirty', '--abbrev=12'],
+            capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if result.returncode != 0:
+        return None
+    return result.stdout.strip() or None
+
+
+def run_info(max_number_of_steps: Optional[int]) -> dict:
+    """What ran, where and when (devices listed without starting TensorFlow's runtime)."""
+    return {
+        'toolkit_revision': git_revision(),
+        'python': platform.python_version(),
+        'tensorflow': tf.__version__,
+        'platform': platform.platform(),
+        'processor': platform.processor() or platform.machine(),
+        'host': socket.gethostname(),
+        'devices': [f'{d.device_type}: {d.name}' for d in tf.config.list_physical_devices()],
+        'command': [os.path.basename(sys.executable), *sys.argv],
+        'started': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+        'max_number_of_steps': max_number_of_steps,
+    }
+
+
+def _write(path: str, text: str):
+    with tf.io.gfile.GFile(path + '.tmp', 'w') as f:
+        f.write(text)
+    tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
+
+
+def record(train_dir: str, flag_values: flags.FlagValues, module_name: str,
+           max_number_of_steps: Optional[int]) -> list:
+    """Writes flags.txt and run_info.json into train_dir (created if missing), after
+    logging how the flags differ from the run recorded there; returns the differences."""
+    paths.check_output_dir(train_dir, '--train_dir')
+    tf.io.gfile.makedirs(train_dir)
+    current = script_flags(flag_values, module_name)
+    flags_path = os.path.join(train_dir, FLAGS_FILE)
+    differences = []
+    if tf.io.gfile.exists(flags_path):
+        differences = flag_differences(read_flags_file(flags_path, set(current)), current)
+        if differences:
+            logging.warning('%d flag(s) differ from the run recorded in %s:',
+                            len(differences), flags_path)
+            for difference in differences:
+                logging.warning('  %s', difference)
+    script = os.path.basename(module_name)
+    _write(flags_path, f'# The flags of {script} for this run; reproduce it with\n'
+                       f'#   python {script} --flagfile={flags_path}\n'
+           + '\n'.join(current.values()) + '\n')
+    _write(os.path.join(train_dir, RUN_INFO_FILE),
+           json.dumps(run_info(max_number_of_steps), indent=2) + '\n')
+    return differences
+
+
+def recorded_max_steps(train_dir: str) -> Optional[int]:
+    """The --max_number_of_steps of the run last started in train_dir, None if unknown."""
+    try:
+        with tf.io.gfile.GFile(os.path.join(train_dir, RUN_INFO_FILE)) as f:
+            value = json.load(f).get('max_number_of_steps')
+    except (tf.errors.OpError, OSError, ValueError):
+        return None
+    return int(value) if value is not None else None
