@@ -181,3 +181,13 @@ def test_watch_passes_over_checkpoints_deleted_and_evaluated_before(tmp_path):
             for new in (4, 5, 6):
                 _save_fake_checkpoint(tmp_path, new, keep=2)
     assert seen == [1, 3, 5, 6]  # 2 evaluated before; 4 deleted before its turn
+
+
+def test_a_label_outside_the_models_classes_is_one_usage_error():
+    from core.errors import UsageError
+    images, labels = testing_utils.cifar_sized_examples()
+    labels = labels.copy()
+    labels[7] = 10  # cifarnet here has classes 0..9
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(5)
+    with pytest.raises(UsageError, match=r'outside the model\'s classes 0\.\.9'):
+        eval_loop.evaluate(testing_utils.built_cifarnet(), dataset)
