@@ -14,28 +14,36 @@ import testing_utils
 ROOT = testing_utils.TEST_DATA.parent.parent
 
 
-def test_sigterm_saves_a_checkpoint_at_the_step_reached(tmp_path):
+def _train_until(tmp_path, flags, marker, deadline_secs=120):
+    """Starts lenet training on a few shapes examples; returns the process, its stderr
+    lines up to the first containing marker, the queue of later ones and its reader."""
     data = tmp_path / 'data'
     testing_utils.write_small_shapes(str(data), num_train=32, num_validation=4)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
     process = subprocess.Popen(
         [sys.executable, str(ROOT / 'train_image_classifier.py'), '--dataset_name=shapes',
          f'--dataset_dir={data}', '--model_name=lenet', '--train_image_size=28',
-         f'--train_dir={tmp_path / "train"}', '--batch_size=8', '--log_every_n_steps=5',
-         '--optimizer=sgd', '--save_interval_secs=100000'],  # no periodic saves
-        cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+         f'--train_dir={tmp_path / "train"}', '--batch_size=8', '--optimizer=sgd', *flags],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stderr=subprocess.PIPE,
+        text=True)
     # A reader thread, so waiting for the line has a hard deadline even if none comes.
     lines = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(l) for l in process.stderr],
                               daemon=True)
     reader.start()
-    deadline, seen = time.time() + 120, []
-    while not any('global step 10:' in line for line in seen):
+    deadline, seen = time.time() + deadline_secs, []
+    while not any(marker in line for line in seen):
         try:
             seen.append(lines.get(timeout=max(0.0, deadline - time.time())))
         except queue.Empty:
             process.kill()
-            raise AssertionError('no "global step 10" within 120 s: ' + ''.join(seen)[-2000:])
+            raise AssertionError(f'no {marker!r} within {deadline_secs} s: '
+                                 + ''.join(seen)[-2000:])
+    return process, seen, lines, reader
+
+
+def test_sigterm_saves_a_checkpoint_at_the_step_reached(tmp_path):
+    process, seen, lines, reader = _train_until(  # no periodic saves:
+        tmp_path, ['--log_every_n_steps=5', '--save_interval_secs=100000'], 'global step 10:')
     process.send_signal(signal.SIGTERM)
     process.wait(timeout=120)
     reader.join(timeout=30)
@@ -50,27 +58,10 @@ def test_sigterm_saves_a_checkpoint_at_the_step_reached(tmp_path):
 def test_sigterm_stops_within_seconds_even_between_distant_log_lines(tmp_path):
     """Calls of the compiled loop are capped in seconds, so a stop request is honoured
     quickly however many steps a log line (or --steps_per_loop) spans."""
-    data = tmp_path / 'data'
-    testing_utils.write_small_shapes(str(data), num_train=32, num_validation=4)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / 'train_image_classifier.py'), '--dataset_name=shapes',
-         f'--dataset_dir={data}', '--model_name=lenet', '--train_image_size=28',
-         f'--train_dir={tmp_path / "train"}', '--batch_size=8', '--optimizer=sgd',
-         '--log_every_n_steps=100000', '--steps_per_loop=100000',
-         '--save_interval_secs=1'],  # a 'Saved checkpoint' line shows training runs
-        cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
-    lines = queue.Queue()
-    reader = threading.Thread(target=lambda: [lines.put(l) for l in process.stderr],
-                              daemon=True)
-    reader.start()
-    deadline, seen = time.time() + 120, []
-    while not any('Saved checkpoint' in line for line in seen):
-        try:
-            seen.append(lines.get(timeout=max(0.0, deadline - time.time())))
-        except queue.Empty:
-            process.kill()
-            raise AssertionError('no checkpoint within 120 s: ' + ''.join(seen)[-2000:])
+    process, seen, lines, reader = _train_until(
+        tmp_path, ['--log_every_n_steps=100000', '--steps_per_loop=100000',
+                   '--save_interval_secs=1'],  # a 'Saved checkpoint' line shows it runs
+        'Saved checkpoint')
     first_saved = int(re.search(r'model\.ckpt-(\d+)', seen[-1]).group(1))
     signalled = time.time()
     process.send_signal(signal.SIGTERM)
