@@ -14,9 +14,6 @@ from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
-# tf.data's sleep has no public name; only the test hook below uses it.
-from tensorflow.python.data.experimental.ops import testing as data_testing
 
 from core.errors import ClusterTaskFailed
 from deployment.aggregation import is_parameter_server
@@ -55,6 +52,9 @@ def _slowed_on_one_worker(input_fn: Callable, strategy: tf.distribute.Strategy,
                           num_workers: int, seconds: float) -> Callable:
     with strategy.scope():
         built = tf.Variable(0, dtype=tf.int64, trainable=False, name='inputs_built')
+
+    # tf.data's sleep has no public name; imported only when the test hook is on.
+    from tensorflow.python.data.experimental.ops import testing as data_testing
 
     def slowed_input_fn(context):
         # Runs on each worker as it builds its input: the last one is slowed.
@@ -112,7 +112,6 @@ class CoordinatorRunner:
             return strategy.distribute_datasets_from_function(input_fn)
 
         self._iterator = iter(self.coordinator.create_per_worker_dataset(per_worker_dataset))
-        self._dropped_logged = 0
 
     def checkpointable_iterator(self):
         return None  # per-worker iterators live on the workers
@@ -153,10 +152,6 @@ class CoordinatorRunner:
         self.coordinator.join()
         if self.sync_replicas is None:
             return _to_numpy(outputs.fetch())
-        dropped = int(self.sync_replicas.dropped.numpy())
-        if dropped > self._dropped_logged:
-            logging.info('Sync replicas: %d stale gradient(s) dropped so far.', dropped)
-            self._dropped_logged = dropped
         return _to_numpy(outputs[0].fetch())
 
 

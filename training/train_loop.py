@@ -194,6 +194,7 @@ class Trainer:
         # Every task's host:port in a cluster: a trace covers them all.
         self.trace_addresses = tuple(trace_addresses)
         self.traced_steps = []  # steps whose trace was taken, for the record
+        self._dropped_logged = 0  # sync replicas' stale gradients, as last logged
         self.compute_dtype = precision_lib.compute_dtype(config.precision)
         slow = precision_lib.slow_precision_reason(
             config.precision, on_gpu=bool(tf.config.list_logical_devices('GPU')))
@@ -370,10 +371,7 @@ class Trainer:
             self._update_moving_averages()
 
         self.sync_replicas.offer(version, gradients, apply_mean)
-        metrics, first_images = self._reduce_metrics(metrics, first_images, skipped)
-        metrics['sync_replicas/stale_gradients_dropped'] = tf.cast(
-            self.sync_replicas.dropped.read_value(), tf.float32)
-        return metrics, first_images
+        return self._reduce_metrics(metrics, first_images, skipped)
 
     def _sync_steps_fn(self, iterator, num_steps):
         """Steps until the round's target update (the runner sets it); num_steps unused."""
@@ -407,7 +405,14 @@ class Trainer:
         outputs = self.runner.fetch(self.runner.run(self._train_steps, num_steps))
         if self.sync_replicas is not None:
             metrics, images = outputs
-            return {k: float(v) for k, v in metrics.items()}, images
+            metrics = {k: float(v) for k, v in metrics.items()}
+            # Read once per call, on the chief: the step itself never reads it.
+            dropped = int(self.sync_replicas.dropped.numpy())
+            if dropped > self._dropped_logged:
+                logging.info('Sync replicas: %d stale gradient(s) dropped so far.', dropped)
+                self._dropped_logged = dropped
+            metrics['sync_replicas/stale_gradients_dropped'] = float(dropped)
+            return metrics, images
         values, images, skipped = outputs
         metrics = dict(zip(self._metric_names, values.tolist()))
         metrics['input/skipped_examples'] = float(skipped)

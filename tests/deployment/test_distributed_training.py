@@ -234,14 +234,10 @@ SYNC_SCRIPT = HERE / 'run_sync_replicas_training.py'
 
 
 def start_sync_cluster(group, num_workers, env=None):
-    """1 ps and workers 1.. serving (the script); returns the chief's environment."""
-    ports = free_ports(1 + num_workers)
-    ps, workers = [f'127.0.0.1:{ports[0]}'], [f'127.0.0.1:{p}' for p in ports[1:]]
-    hosts = [f'--ps_hosts={ps[0]}', f'--worker_hosts={",".join(workers)}',
-             '--wait_for_chief_secs=3']
-    group.start('ps0', [TRAIN, *hosts, '--job_name=ps', '--task=0'])
-    for task in range(1, num_workers):
-        group.start(f'worker{task}', [TRAIN, *hosts, '--job_name=worker', f'--task={task}'])
+    """1 ps and workers 1.. serving (the script); returns the environment of a chief
+    that reads its cluster from TF_CONFIG."""
+    ps_flag, worker_flag = start_ps_cluster(group, num_ps=1, num_workers=num_workers)[:2]
+    ps, workers = (flag.split('=', 1)[1].split(',') for flag in (ps_flag, worker_flag))
     tf_config = {'cluster': {'ps': ps, 'worker': workers},
                  'task': {'type': 'worker', 'index': 0}}
     return {'TF_CONFIG': json.dumps(tf_config), **(env or {})}
