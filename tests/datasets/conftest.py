@@ -12,7 +12,7 @@ import threading
 import numpy as np
 import pytest
 import tensorflow as tf
-import testing_utils
+from helpers import testing_utils
 
 from datasets import dataset_factory
 

@@ -6,7 +6,7 @@ import tarfile
 
 import pytest
 import tensorflow as tf
-from testing_utils import encoded_image
+from helpers.testing_utils import encoded_image
 
 from datasets import dataset_factory, dataset_utils, download, flowers
 

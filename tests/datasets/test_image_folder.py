@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from test_scripts import run_script
+from helpers.scripts import run_script
 
 from core.errors import UsageError
 from datasets import dataset_factory, dataset_utils, image_folder

@@ -5,7 +5,7 @@ import tarfile
 import numpy as np
 import pytest
 import tensorflow as tf
-from testing_utils import encoded_image
+from helpers.testing_utils import encoded_image
 
 from datasets import dataset_factory, dataset_utils, image_coding, input_pipeline
 from preprocessing import preprocessing_factory

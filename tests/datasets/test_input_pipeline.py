@@ -3,7 +3,7 @@ import collections
 import numpy as np
 import pytest
 import tensorflow as tf
-import testing_utils
+from helpers import testing_utils
 
 from datasets import dataset_factory, input_pipeline
 from preprocessing import preprocessing_factory

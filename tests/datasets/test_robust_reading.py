@@ -4,8 +4,8 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
-import testing_utils
-from test_scripts import run_script
+from helpers import testing_utils
+from helpers.scripts import run_script
 
 from datasets import dataset_factory, dataset_utils, input_pipeline
 from preprocessing import preprocessing_factory

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
-from testing_utils import encoded_image
+from helpers.testing_utils import encoded_image
 
 from core.errors import UsageError
 from datasets import dataset_factory, dataset_utils

@@ -17,10 +17,10 @@ import time
 import numpy as np
 import pytest
 
-import testing_utils
+from helpers import testing_utils
 
 ROOT = testing_utils.TEST_DATA.parent.parent
-HERE = pathlib.Path(__file__).resolve().parent
+HERE = pathlib.Path(__file__).resolve().parent.parent / 'helpers'
 
 
 def free_ports(count):

@@ -7,7 +7,7 @@ import sys
 
 import tensorflow as tf
 
-import testing_utils
+from helpers import testing_utils
 from deployment import aggregation, runners
 
 ROOT = testing_utils.TEST_DATA.parent.parent
@@ -29,7 +29,7 @@ def test_local_strategies_run_in_this_process():
 def test_trainer_runs_through_the_coordinator_on_a_parameter_server_cluster(tmp_path):
     # 1 ps + 1 worker in a child process (it joins a cluster), bounded by the timeout.
     result = subprocess.run(
-        [sys.executable, str(ROOT / 'tests' / 'deployment' /
+        [sys.executable, str(ROOT / 'tests' / 'helpers' /
                              'run_parameter_server_training.py'), str(tmp_path / 'train')],
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
         text=True, timeout=180)

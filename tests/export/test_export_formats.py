@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
-import testing_utils
+from helpers import testing_utils
 
 from core.naming import slim_name
 from datasets import dataset_factory, shapes

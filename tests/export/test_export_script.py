@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-import testing_utils
+from helpers import testing_utils
 
 from core.errors import UsageError
 from export import exporter, parity, pipeline

@@ -1,7 +1,7 @@
 import numpy as np
 import tensorflow as tf
 
-import testing_utils
+from helpers import testing_utils
 
 from export import exporter
 

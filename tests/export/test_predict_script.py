@@ -3,8 +3,8 @@ has it, else preprocessed by the script for 'serving_default'."""
 import numpy as np
 import pytest
 import tensorflow as tf
-import testing_utils
-from test_scripts import run_script
+from helpers import testing_utils
+from helpers.scripts import run_script
 
 from datasets import shapes
 from export import exporter

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
-import testing_utils
-from test_scripts import run_script
+from helpers import testing_utils
+from helpers.scripts import run_script
 
 from core.errors import UsageError
 from core.naming import slim_name

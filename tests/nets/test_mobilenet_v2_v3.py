@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import testing_utils
+from helpers import testing_utils
 from nets import layers, nets_factory
 from nets.mobilenet import conv_blocks, mobilenet_v2, mobilenet_v3
 

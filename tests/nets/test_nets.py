@@ -1,7 +1,7 @@
 """Every implemented net against TF-Slim's reference: variables, end points, logits."""
 import dataclasses
 
-import testing_utils
+from helpers import testing_utils
 import numpy as np
 import pytest
 import tensorflow as tf

@@ -3,7 +3,7 @@ ranges learned and checkpointed, the delay, and an int8 TFLite model on those ra
 import numpy as np
 import pytest
 import tensorflow as tf
-import testing_utils
+from helpers import testing_utils
 
 from core.naming import slim_name
 from export import exporter, tflite

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-import testing_utils
+from helpers import testing_utils
 
 from nets import nets_factory, resnet
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import testing_utils
+from helpers import testing_utils
 from nets import layers, nets_factory, video_inception
 
 GOLDEN_DIR = testing_utils.TEST_DATA / 'slim_reference' / 'golden'

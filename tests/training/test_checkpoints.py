@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from core.naming import slim_name
-import testing_utils
+from helpers import testing_utils
 
 from training import checkpoints
 from core.errors import UsageError

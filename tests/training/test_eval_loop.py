@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import testing_utils
+from helpers import testing_utils
 
 from training import eval_loop
 

@@ -1,5 +1,5 @@
 import numpy as np
-import testing_utils
+from helpers import testing_utils
 import pytest
 import tensorflow as tf
 

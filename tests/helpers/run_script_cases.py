@@ -1,7 +1,7 @@
 """Runs one script's main on many argument lists in this one process (TensorFlow is
 imported once), as the script runs it: flags parsed by absl, main under cli.guard.
 
-    python tests/run_script_cases.py train_image_classifier.py cases.json
+    python tests/helpers/run_script_cases.py train_image_classifier.py cases.json
 
 cases.json: [[name, [--flag=value, ...]], ...]. For each case stderr gets
 '@@CASE <name>', the case's own output, then '@@STATUS <name> <exit status>'; an
@@ -13,7 +13,7 @@ import os
 import sys
 import traceback
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def main():

@@ -1,7 +1,7 @@
 """User mistakes through the real scripts: each ends in its one `ERROR:` line naming the
 fix (exit status 1), never a traceback.
 
-Each script's cases run in one process (tests/run_script_cases.py: absl parses the
+Each script's cases run in one process (tests/helpers/run_script_cases.py: absl parses the
 flags, main runs under cli.guard, TensorFlow is imported once). Training runs first:
 its first case trains a checkpoint the later cases (resume with other settings,
 evaluate, export) do not fit.
@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-import testing_utils
+from helpers import testing_utils
 
 ROOT = testing_utils.TEST_DATA.parent.parent
 TRAIN = 'train_image_classifier.py'
@@ -174,7 +174,7 @@ def _run_cases(script, cases, work):
     env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
     env['PYTHONPATH'] = str(ROOT)
     result = subprocess.run(
-        [sys.executable, str(ROOT / 'tests' / 'run_script_cases.py'), script,
+        [sys.executable, str(ROOT / 'tests' / 'helpers' / 'run_script_cases.py'), script,
          str(cases_file)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     outputs, name, lines = {}, None, []
     for line in result.stderr.splitlines():

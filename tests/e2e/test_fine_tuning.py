@@ -10,8 +10,8 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
-import testing_utils
-from test_scripts import EVAL, EXPORT, TRAIN, run_script
+from helpers import testing_utils
+from helpers.scripts import EVAL, EXPORT, TRAIN, run_script
 
 from core.naming import slim_name
 from nets import nets_factory

@@ -9,7 +9,7 @@ import threading
 import time
 
 import tensorflow as tf
-import testing_utils
+from helpers import testing_utils
 
 ROOT = testing_utils.TEST_DATA.parent.parent
 

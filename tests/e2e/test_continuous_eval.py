@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import testing_utils
+from helpers import testing_utils
 from cli import jobs, run_record
 from datasets import shapes
 from nets import nets_factory

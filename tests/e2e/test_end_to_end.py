@@ -4,7 +4,7 @@ import re
 
 import numpy as np
 import tensorflow as tf
-from test_scripts import run_script
+from helpers.scripts import run_script
 
 from datasets import dataset_factory
 from training import checkpoints

@@ -5,7 +5,7 @@ import json
 import pytest
 from absl import flags
 
-import testing_utils
+from helpers import testing_utils
 from cli import run_record
 
 SCRIPT = 'some_script.py'
@@ -88,7 +88,7 @@ def test_no_record_means_no_known_end(tmp_path):
 # The real scripts, as users run them.
 
 def _train(*args):
-    from test_scripts import run_script
+    from helpers.scripts import run_script
     result = run_script('train_image_classifier.py', *args)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
@@ -126,7 +126,7 @@ def test_flags_txt_reproduces_the_real_script_and_a_resume_logs_the_change(resum
 
 @pytest.mark.slow
 def test_eval_script_watches_the_run_to_its_last_checkpoint(resumed_run):
-    from test_scripts import run_script
+    from helpers.scripts import run_script
     root = resumed_run[0]
     result = run_script('eval_image_classifier.py', '--dataset_name=shapes',
                         f'--dataset_dir={root / "data"}', '--dataset_split_name=validation',

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import tensorflow as tf
-import testing_utils
+from helpers import testing_utils
 
 ROOT = testing_utils.TEST_DATA.parent.parent
 

@@ -1,7 +1,7 @@
 """Helpers shared by tests (importable: tests/ is on pytest's pythonpath)."""
 import pathlib
 
-TEST_DATA = pathlib.Path(__file__).resolve().parent / "data"
+TEST_DATA = pathlib.Path(__file__).resolve().parent.parent / "data"
 
 
 def golden_weight_value(name, shape):

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import tensorflow as tf
-import testing_utils
+from helpers import testing_utils
 
 ROOT = testing_utils.TEST_DATA.parent.parent
 MAX_STEPS = 60
