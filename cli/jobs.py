@@ -11,6 +11,7 @@ from core import checks, paths, seeding
 from core.errors import DataError, UsageError
 from datasets import dataset_factory, dataset_utils, input_pipeline
 from deployment import model_deploy
+from deployment import plan as deployment_plan
 from export import exporter, parity, pipeline
 from nets import nets_factory, quantization
 from preprocessing import preprocessing_factory
@@ -141,13 +142,14 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
         model_deploy.serve(deployment)
         return None
     # First: clones on CPU need the device split before TensorFlow starts.
-    strategy = model_deploy.create_strategy(deployment)
+    plan = deployment_plan.create(deployment)
+    strategy = plan.strategy
     if data.seed is not None:  # seeds weights, dropout and augmentation, not only data
         seeding.seed_everything(data.seed)
     assembly = _assemble_data(data, is_training=True)
     learning_rate_fn = learning_rate.create_learning_rate_fn(
         learning_rate_config, assembly.spec.num_samples, data.batch_size,
-        replicas_to_aggregate=deployment.gradients_per_update,
+        batches_per_update=deployment.gradients_per_update,
         max_number_of_steps=config.max_number_of_steps)
     with strategy.scope():
         network = nets_factory.get_network_fn(data.model_name, assembly.num_classes,
@@ -162,16 +164,12 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
                  assembly.spec.num_samples, assembly.num_classes,
                  strategy.num_replicas_in_sync)
     trainer = train_loop.Trainer(
-        strategy=strategy, network=network, optimizer=optimizer,
+        plan=plan, network=network, optimizer=optimizer,
         learning_rate_fn=learning_rate_fn, input_fn=assembly.input_fn,
-        image_shape=assembly.image_shape, config=config, is_chief=deployment.is_chief,
-        replicas_to_aggregate=(deployment.replicas_to_aggregate if deployment.sync_replicas
-                               else None),
-        trace_addresses=deployment.cluster.ps + deployment.cluster.workers if deployment.cluster
-        else ())
-    if deployment.is_chief:
-        logging.info('%s', model_deploy.describe_plan(
-            deployment, strategy, batch_size=data.batch_size, train_dir=config.train_dir,
+        image_shape=assembly.image_shape, config=config)
+    if plan.is_chief:
+        logging.info('%s', plan.describe(
+            batch_size=data.batch_size, train_dir=config.train_dir,
             extra=[f'learning rate: {_describe_schedule(learning_rate_fn, data.batch_size)}',
                    'variables:    ' + ', '.join(
                        f'{count} on {device or "this process"}' for device, count in

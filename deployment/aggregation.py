@@ -40,9 +40,3 @@ class Independent:
 
 def is_parameter_server(strategy: tf.distribute.Strategy) -> bool:
     return isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
-
-
-def for_strategy(strategy: tf.distribute.Strategy):
-    """The aggregator a strategy's training step uses (sync replicas over parameter
-    servers all-reduce within a worker, then offer the sum: deployment.sync_replicas)."""
-    return Independent() if is_parameter_server(strategy) else AllReduce()

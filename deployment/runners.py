@@ -1,4 +1,4 @@
-"""Runners: where a training step runs, the one branch point between distribution modes.
+"""Runners: where the inner loop's compiled call runs (the deployment plan picks one).
 
 The same step function (a tf.function of a distributed iterator and a step count that
 calls `strategy.run`) is either run in this process (`LocalRunner`: one device,
@@ -8,7 +8,6 @@ its own iterator. `run` returns handles; `fetch` turns them into numpy values, s
 loop reads results only when it logs them.
 """
 import contextlib
-import os
 import re
 from typing import Callable, Optional
 
@@ -16,12 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from core.errors import ClusterTaskFailed
-from deployment.aggregation import is_parameter_server
 from deployment.sync_replicas import SyncReplicas
-
-# Test hook: every batch of one parameter-server worker (the last to build its input)
-# comes this many seconds late, to show backup workers at work.
-SLOW_WORKER_ENV = 'TRAIN_TEST_SLOW_WORKER_SECS'
 
 
 def _to_numpy(structure):
@@ -46,24 +40,6 @@ class LocalRunner:
 
     def fetch(self, outputs):
         return _to_numpy(outputs)
-
-
-def _slowed_on_one_worker(input_fn: Callable, strategy: tf.distribute.Strategy,
-                          num_workers: int, seconds: float) -> Callable:
-    with strategy.scope():
-        built = tf.Variable(0, dtype=tf.int64, trainable=False, name='inputs_built')
-
-    # tf.data's sleep has no public name; imported only when the test hook is on.
-    from tensorflow.python.data.experimental.ops import testing as data_testing
-
-    def slowed_input_fn(context):
-        # Runs on each worker as it builds its input: the last one is slowed.
-        is_last = tf.equal(built.assign_add(1), num_workers)
-        delay = tf.where(is_last, tf.constant(int(seconds * 1e6), tf.int64),
-                         tf.constant(0, tf.int64))
-        return input_fn(context).apply(data_testing.sleep(delay))
-
-    return slowed_input_fn
 
 
 _TASK_NAME = re.compile(r'/job:(\w+)/replica:\d+/task:(\d+)')
@@ -103,9 +79,6 @@ class CoordinatorRunner:
         self.sync_replicas = sync_replicas
         # No public API names the worker count (strategy.cluster_resolver is None here).
         self.num_workers = strategy.extended._num_workers  # pylint: disable=protected-access
-        if os.environ.get(SLOW_WORKER_ENV):
-            input_fn = _slowed_on_one_worker(input_fn, strategy, self.num_workers,
-                                             float(os.environ[SLOW_WORKER_ENV]))
 
         @tf.function
         def per_worker_dataset():
@@ -153,13 +126,3 @@ class CoordinatorRunner:
         if self.sync_replicas is None:
             return _to_numpy(outputs.fetch())
         return _to_numpy(outputs[0].fetch())
-
-
-def create_runner(strategy: tf.distribute.Strategy, input_fn: Callable,
-                  sync_replicas: Optional[SyncReplicas] = None):
-    """The runner for a strategy; `input_fn(input_context)` returns a tf.data.Dataset."""
-    if is_parameter_server(strategy):
-        return CoordinatorRunner(strategy, input_fn, sync_replicas)
-    if sync_replicas is not None:
-        raise ValueError('Sync replicas need a ParameterServerStrategy.')
-    return LocalRunner(strategy, input_fn)

@@ -92,11 +92,11 @@ class LearningRateSchedule:
 
 def create_learning_rate_fn(
         config: LearningRateConfig, num_samples_per_epoch: int, batch_size: int,
-        replicas_to_aggregate: int = 1,
+        batches_per_update: int = 1,
         max_number_of_steps: Optional[int] = None) -> LearningRateSchedule:
     """Slim's learning-rate schedule (or cosine) as a function of the global step.
 
-    replicas_to_aggregate is the number of replicas' batches one update averages under
+    batches_per_update is the number of replicas' batches one update averages under
     slim's --sync_replicas (1 otherwise): an epoch then takes that many times fewer steps.
     max_number_of_steps, the run's length (None: unbounded), sets cosine's decay period.
     """
@@ -110,9 +110,9 @@ def create_learning_rate_fn(
         raise UsageError(
             f'The dataset split has {num_samples_per_epoch} samples; '
             'choose a split with samples in it.')
-    if replicas_to_aggregate <= 0:
+    if batches_per_update <= 0:
         raise UsageError(
-            f'replicas_to_aggregate is {replicas_to_aggregate}; '
+            f'batches_per_update is {batches_per_update}; '
             'set --replicas_to_aggregate to a positive number.')
     if config.warmup_epochs < 0:
         raise UsageError(
@@ -125,7 +125,7 @@ def create_learning_rate_fn(
             f'decay from --learning_rate={config.learning_rate:g}; set it between 0 and '
             '--learning_rate.')
 
-    steps_per_epoch = num_samples_per_epoch / batch_size / replicas_to_aggregate
+    steps_per_epoch = num_samples_per_epoch / batch_size / batches_per_update
     warmup_steps = steps_per_epoch * config.warmup_epochs
     decay_steps = int(steps_per_epoch * config.num_epochs_per_decay)
     if config.learning_rate_decay_type == 'cosine' and max_number_of_steps is not None:

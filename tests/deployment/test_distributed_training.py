@@ -132,6 +132,36 @@ def shapes_data(tmp_path_factory):
     return directory
 
 
+def start_all_reduce_workers(group, shapes_data, train_dir, *flags, worker1_flags=()):
+    """Two workers, no ps, as the docs start them on two machines (here 127.0.0.1)."""
+    ports = free_ports(2)
+    hosts = f'--worker_hosts=127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}'
+    for task in range(2):
+        group.start(f'worker{task}', [
+            TRAIN, hosts, '--job_name=worker', f'--task={task}', '--dataset_name=shapes',
+            f'--dataset_dir={shapes_data}', '--model_name=cifarnet',
+            f'--train_dir={train_dir}', *flags, *(worker1_flags if task else ())])
+
+
+@pytest.mark.parametrize('worker1_flags', [
+    pytest.param((), id='default_flags'),
+    # Its own pace would end its calls elsewhere: every call must still pair.
+    pytest.param(('--log_every_n_steps=7',), id='worker1_logs_elsewhere')])
+def test_all_reduce_workers_train_through_the_script(tmp_path, shapes_data, worker1_flags):
+    """Each worker used to size its compiled calls by its own timing, so their
+    all-reduces stopped pairing and both hung at 0 % CPU; now they agree on each call."""
+    train_dir = tmp_path / 'train'
+    with processes(tmp_path) as group:
+        start_all_reduce_workers(group, shapes_data, train_dir, '--max_number_of_steps=30',
+                                 worker1_flags=worker1_flags)
+        for name in ('worker0', 'worker1'):
+            assert group.wait(name, timeout=180) == 0, group.log(name)[-3000:]
+        chief_log = group.log('worker0')
+    assert 'global step 30: loss' in chief_log
+    assert 'strategy:     multi_worker' in chief_log
+    assert (train_dir / 'model.ckpt-30.index').exists()
+
+
 def start_ps_cluster(group, num_ps, num_workers, wait_for_chief_secs=3):
     """Starts the ps tasks and workers 1.. (they serve); returns the chief's flags."""
     ports = free_ports(num_ps + num_workers)
@@ -156,7 +186,7 @@ def test_async_parameter_servers_train_through_the_script(tmp_path, shapes_data)
         assert group.wait('chief', timeout=240) == 0, group.log('chief')[-3000:]
         # The servers notice the chief is gone and exit on their own.
         for name in ('ps0', 'ps1', 'worker1'):
-            assert group.wait(name, timeout=60) == 0, group.log(name)[-2000:]
+            assert group.wait(name, timeout=180) == 0, group.log(name)[-2000:]
         chief_log = group.log('chief')
         group.start('eval', [EVAL, '--dataset_name=shapes', f'--dataset_dir={shapes_data}',
                              '--dataset_split_name=validation', '--model_name=cifarnet',
@@ -274,11 +304,11 @@ def test_backup_workers_keep_the_pace_of_the_fast_ones(tmp_path):
     the 20 s that waiting for it would, and its stale gradients are dropped and counted."""
     slow_secs, steps = 0.5, 40
     with processes(tmp_path) as group:
-        chief_env = start_sync_cluster(group, num_workers=3,
-                                       env={'TRAIN_TEST_SLOW_WORKER_SECS': str(slow_secs)})
+        chief_env = start_sync_cluster(group, num_workers=3)
         group.start('chief', [SYNC_SCRIPT, tmp_path / 'sync.npz', tmp_path / 'train',
                               '--aggregate=2', f'--steps={steps}', '--warmup_steps=2',
-                              f'--log_every={steps}'], env=chief_env)
+                              f'--log_every={steps}', f'--slow_worker_secs={slow_secs}'],
+                    env=chief_env)
         assert group.wait('chief', timeout=240) == 0, group.log('chief')[-3000:]
         summary = last_json(group.log('chief'))
         chief_log = group.log('chief')

@@ -59,7 +59,7 @@ def main(train_dir):
     before = network.trainable_variables[0].numpy()
     metrics = trainer.train()
     print(json.dumps({
-        'runner': type(trainer.runner).__name__,
+        'runner': type(trainer.steps.runner).__name__,
         'global_step': int(trainer.global_step.numpy()),
         'variable_devices': sorted({v.device for v in network.trainable_variables}),
         'changed': bool(np.abs(network.trainable_variables[0].numpy() - before).max() > 0),

@@ -19,10 +19,13 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+# tf.data's sleep has no public name.
+from tensorflow.python.data.experimental.ops import testing as data_testing  # noqa: E402
 from absl import logging  # noqa: E402
 
 from cli import guard  # noqa: E402
 from deployment import cluster, model_deploy  # noqa: E402
+from deployment import plan as deployment_plan  # noqa: E402
 from nets import nets_factory  # noqa: E402
 from training import learning_rate, optimizers, train_loop  # noqa: E402
 
@@ -62,8 +65,15 @@ def main(args):
             data = (images.reshape(-1, 28, 28, 1), labels.reshape(-1))
             return tf.data.Dataset.from_tensors(data).repeat()
         worker = (built.assign_add(1) - 1) % num_workers
-        return tf.data.Dataset.from_tensors(
+        dataset = tf.data.Dataset.from_tensors(
             (tf.gather(images, worker), tf.gather(labels, worker))).repeat()
+        if not args.slow_worker_secs:
+            return dataset
+        # The last worker to build its input gets every batch this late (a straggler).
+        delay = tf.where(tf.equal(worker, num_workers - 1),
+                         tf.constant(int(args.slow_worker_secs * 1e6), tf.int64),
+                         tf.constant(0, tf.int64))
+        return dataset.apply(data_testing.sleep(delay))
 
     batch = BATCH * (num_workers if args.reference else 1)
     with strategy.scope():
@@ -75,11 +85,12 @@ def main(args):
                                     log_every_n_steps=args.log_every,
                                     save_summaries_secs=0)
     trainer = train_loop.Trainer(
-        strategy=strategy, network=network, optimizer=optimizer,
+        plan=deployment_plan.for_strategy(
+            strategy, replicas_to_aggregate=None if args.reference else args.aggregate),
+        network=network, optimizer=optimizer,
         learning_rate_fn=learning_rate.create_learning_rate_fn(
             learning_rate.LearningRateConfig('fixed', learning_rate=0.01), 100, batch),
-        input_fn=input_fn, image_shape=(28, 28, 1), config=config,
-        replicas_to_aggregate=None if args.reference else args.aggregate)
+        input_fn=input_fn, image_shape=(28, 28, 1), config=config)
     with strategy.scope():
         set_initial_weights(network)
     np.savez(args.out + '.initial.npz',
@@ -91,7 +102,7 @@ def main(args):
     trainer.train()
     elapsed = time.monotonic() - started
     np.savez(args.out, **{v.name: v.numpy() for v in network.trainable_variables})
-    sync = trainer.sync_replicas
+    sync = getattr(trainer.steps, 'sync_replicas', None)
     print(json.dumps({'global_step': int(trainer.global_step.numpy()),
                       'elapsed': elapsed,
                       'dropped': int(sync.dropped.numpy()) if sync else 0}), flush=True)
@@ -108,4 +119,5 @@ if __name__ == '__main__':
     parser.add_argument('--steps', type=int, default=4)
     parser.add_argument('--warmup_steps', type=int, default=0)
     parser.add_argument('--log_every', type=int, default=2)
+    parser.add_argument('--slow_worker_secs', type=float, default=0.0)
     main(parser.parse_args())

@@ -89,7 +89,7 @@ def test_warmup_length_is_not_rounded_to_whole_steps():
 
 def test_sync_replicas_divides_steps_per_epoch():
     config = LearningRateConfig(learning_rate=0.1, learning_rate_decay_factor=0.5)
-    fn = create_learning_rate_fn(config, SAMPLES, BATCH, replicas_to_aggregate=4)
+    fn = create_learning_rate_fn(config, SAMPLES, BATCH, batches_per_update=4)
     assert fn.decay_steps == 50  # 200 / 4
     np.testing.assert_allclose(rates_at(fn, [49, 50, 100]), [0.1, 0.05, 0.025], rtol=1e-6)
 
@@ -98,7 +98,7 @@ def test_sync_replicas_rounds_after_dividing():
     # int(1000 / 10 / 3 * 2) = int(66.67) = 66, as in the slim version with warmup.
     fn = create_learning_rate_fn(
         LearningRateConfig(learning_rate=0.1, learning_rate_decay_factor=0.5), SAMPLES,
-        BATCH, replicas_to_aggregate=3)
+        BATCH, batches_per_update=3)
     assert fn.decay_steps == 66
     np.testing.assert_allclose(rates_at(fn, [65, 66]), [0.1, 0.05], rtol=1e-6)
 
@@ -106,7 +106,7 @@ def test_sync_replicas_rounds_after_dividing():
 def test_sync_replicas_shortens_warmup():
     fn = create_learning_rate_fn(
         LearningRateConfig(learning_rate_decay_type='fixed', learning_rate=0.1,
-                           warmup_epochs=1.0), SAMPLES, BATCH, replicas_to_aggregate=4)
+                           warmup_epochs=1.0), SAMPLES, BATCH, batches_per_update=4)
     # 100 / 4 = 25 steps per epoch.
     np.testing.assert_allclose(rates_at(fn, [5, 25]), [0.02, 0.1], rtol=1e-6)
 
@@ -192,4 +192,4 @@ def test_fixed_rate_needs_no_decay_steps():
 ])
 def test_invalid_inputs(config, samples, batch, replicas, flag):
     with pytest.raises(UsageError, match=flag):
-        create_learning_rate_fn(config, samples, batch, replicas_to_aggregate=replicas)
+        create_learning_rate_fn(config, samples, batch, batches_per_update=replicas)

@@ -153,7 +153,7 @@ def test_nan_loss_stops_with_a_clear_error(tmp_path):
         def regularization_losses(self):
             return network.regularization_losses()
 
-    trainer.network = PoisonedNetwork()
+    trainer.model_step.network = PoisonedNetwork()
     with pytest.raises(TrainingDiverged, match='lower --learning_rate'):
         trainer.train()
 

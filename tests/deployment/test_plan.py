@@ -1,14 +1,17 @@
-"""The runner seam: the same Trainer step, run locally or scheduled by a coordinator."""
+"""The plan's runners: the same inner loop, run locally or scheduled by a coordinator."""
 import json
 import math
 import os
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 from helpers import testing_utils
 from deployment import aggregation, runners
+from deployment import plan as deployment_plan
+from deployment.steps import ReplicaSteps
 
 ROOT = testing_utils.TEST_DATA.parent.parent
 
@@ -21,9 +24,17 @@ def _batches(context=None):
 def test_local_strategies_run_in_this_process():
     for strategy in (tf.distribute.get_strategy(),
                      tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])):
-        runner = runners.create_runner(strategy, _batches)
-        assert isinstance(runner, runners.LocalRunner)
-        assert isinstance(aggregation.for_strategy(strategy), aggregation.AllReduce)
+        plan = deployment_plan.for_strategy(strategy)
+        steps = plan.inner_loop(model_step=None, input_fn=_batches)
+        assert isinstance(steps, ReplicaSteps)
+        assert isinstance(steps.runner, runners.LocalRunner)
+        assert isinstance(steps.aggregator, aggregation.AllReduce)
+        assert plan.agreement is None
+
+
+def test_sync_replicas_need_parameter_servers():
+    with pytest.raises(ValueError, match='ParameterServerStrategy'):
+        deployment_plan.for_strategy(tf.distribute.get_strategy(), replicas_to_aggregate=2)
 
 
 def test_trainer_runs_through_the_coordinator_on_a_parameter_server_cluster(tmp_path):

@@ -1,0 +1,110 @@
+"""One deployment plan per mode: the strategy, how gradients are aggregated, the inner
+loop (`train_n_steps`) and where it runs, chosen once from the DeploymentConfig.
+
+| mode                          | aggregation           | inner loop        | runner            | calls agreed    |
+|-------------------------------|-----------------------|-------------------|-------------------|-----------------|
+| one device, clones            | all-reduce (clones)   | ReplicaSteps      | LocalRunner       | -               |
+| multi-worker all-reduce       | all-reduce (everyone) | ReplicaSteps      | LocalRunner       | across workers  |
+| async parameter servers       | none                  | ReplicaSteps      | CoordinatorRunner | -               |
+| sync replicas (ps + backups)  | mean of N (ps)        | SyncReplicaSteps  | CoordinatorRunner | -               |
+
+Nothing above this package branches on the mode: the training loop asks the plan.
+"""
+import dataclasses
+from typing import Callable, Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+from deployment import aggregation, model_deploy, runners
+from deployment.agreement import CallPlan, CrossWorkerAgreement
+from deployment.steps import ReplicaSteps
+from deployment.sync_replicas_steps import SyncReplicaSteps
+
+
+@dataclasses.dataclass(frozen=True)
+class DeploymentPlan:
+    """What the training loop needs to know of the deployment, and its inner loop."""
+    strategy: tf.distribute.Strategy
+    is_chief: bool = True
+    # Each update averages this many workers' gradients (sync replicas); None: no.
+    replicas_to_aggregate: Optional[int] = None
+    # Every task's host:port in a cluster: a profiler trace covers them all.
+    task_addresses: Tuple[str, ...] = ()
+    # Multi-worker all-reduce: every worker's call lengths and stops agree.
+    agreement: Optional[CrossWorkerAgreement] = None
+    config: Optional[model_deploy.DeploymentConfig] = None
+
+    @property
+    def _parameter_servers(self) -> bool:
+        return aggregation.is_parameter_server(self.strategy)
+
+    @property
+    def single_device(self) -> bool:
+        """One replica in this process: XLA compiles the step, and the input position
+        can join the checkpoint."""
+        return self.strategy.num_replicas_in_sync == 1 and not self._parameter_servers
+
+    @property
+    def steps_share_one_generator(self) -> bool:
+        """Whether dropout's generator, a variable of this process, can be drawn from
+        (not on parameter servers, where each step runs on any worker)."""
+        return not self._parameter_servers
+
+    def examples_per_update(self, batch_size: int) -> int:
+        """Examples one global step trains on."""
+        return (batch_size * self.strategy.num_replicas_in_sync
+                * (self.replicas_to_aggregate or 1))
+
+    def inner_loop(self, model_step, input_fn: Callable, jit_compile: bool = False):
+        """The object whose `train_n_steps(n)` trains n steps in one call."""
+        if jit_compile and not self.single_device:
+            raise ValueError('XLA compiles the step on one device only.')
+        if self.replicas_to_aggregate is not None:
+            return SyncReplicaSteps(
+                self.strategy, model_step,
+                lambda sync: runners.CoordinatorRunner(self.strategy, input_fn, sync),
+                self.replicas_to_aggregate)
+        if self._parameter_servers:
+            return ReplicaSteps(self.strategy, model_step,
+                                runners.CoordinatorRunner(self.strategy, input_fn),
+                                aggregation.Independent())
+        return ReplicaSteps(self.strategy, model_step,
+                            runners.LocalRunner(self.strategy, input_fn),
+                            aggregation.AllReduce(), jit_compile=jit_compile)
+
+    def agree(self, proposal: CallPlan) -> CallPlan:
+        """The next call's length and whether to stop, the same on every worker."""
+        return self.agreement.agree(proposal) if self.agreement else proposal
+
+    def describe(self, *, batch_size: int, train_dir: str, extra: Sequence[str] = ()) -> str:
+        config = self.config or model_deploy.DeploymentConfig()
+        return model_deploy.describe_plan(config, self.strategy, batch_size=batch_size,
+                                          train_dir=train_dir, extra=extra)
+
+
+def for_strategy(strategy: tf.distribute.Strategy, *, is_chief: bool = True,
+                 replicas_to_aggregate: Optional[int] = None,
+                 task_addresses: Sequence[str] = (),
+                 config: Optional[model_deploy.DeploymentConfig] = None) -> DeploymentPlan:
+    """The plan for a strategy made already (tests, benchmarks, create below)."""
+    is_ps = aggregation.is_parameter_server(strategy)
+    if replicas_to_aggregate is not None and not is_ps:
+        raise ValueError('Sync replicas need a ParameterServerStrategy.')
+    multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    return DeploymentPlan(
+        strategy=strategy, is_chief=is_chief, replicas_to_aggregate=replicas_to_aggregate,
+        task_addresses=tuple(task_addresses),
+        agreement=(CrossWorkerAgreement(strategy, is_chief)
+                   if multi_worker else None),
+        config=config)
+
+
+def create(config: model_deploy.DeploymentConfig) -> DeploymentPlan:
+    """Creates the strategy and the plan; call before any other TensorFlow op (clones on
+    CPU and multi-worker training configure devices). Not for tasks that only serve."""
+    strategy = model_deploy.create_strategy(config)
+    cluster = config.cluster
+    return for_strategy(
+        strategy, is_chief=config.is_chief,
+        replicas_to_aggregate=config.replicas_to_aggregate if config.sync_replicas else None,
+        task_addresses=cluster.ps + cluster.workers if cluster else (), config=config)

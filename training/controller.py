@@ -1,0 +1,130 @@
+"""The outer loop, along Orbit's seam: call the inner loop (`train_n_steps(n)`), then
+the periodic actions (training.train_actions: skipped-example warning, divergence
+check, log line, summaries, checkpoint), until the last step or a stop request.
+
+How many steps a call runs: up to --steps_per_loop, ending at the next log line or the
+last step, and short enough (MAX_SECONDS_PER_CALL at the measured speed) that a stop
+request waits little. The deployment plan makes every worker agree on it (multi-worker
+all-reduce), so collectives always pair.
+"""
+import contextlib
+import signal
+import threading
+import time
+from typing import Callable, Optional, Sequence
+
+from absl import logging
+
+from deployment.agreement import CallPlan
+
+# A stop request (SIGTERM, Ctrl-C) waits for the running call of the compiled loop; its
+# length is capped so the wait stays short whatever --log_every_n_steps is.
+MAX_SECONDS_PER_CALL = 2.0
+
+
+class StopRequest:
+    """Turns SIGTERM/SIGINT into a request to stop when the running call returns."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        del frame
+        logging.warning('Signal %d received: saving a checkpoint and stopping.', signum)
+        self.requested = True
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+class Pace:
+    """Steps per call, and the speed measured since the last log line (the first call,
+    which traces the step, and profiled calls left out)."""
+
+    def __init__(self, steps_per_loop: int, log_every_n_steps: int,
+                 max_steps: Optional[int]):
+        self.steps_per_loop = steps_per_loop
+        self.log_every_n_steps = log_every_n_steps
+        self.max_steps = max_steps
+        self.sec_per_step = None  # of the last measured call
+        self.calls = 0
+        self.window_steps, self.window_seconds = 0, 0.0
+
+    def next_call(self, step: int) -> int:
+        if self.calls == 0:
+            return 1
+        num_steps = min(self.steps_per_loop,
+                        self.log_every_n_steps - step % self.log_every_n_steps)
+        if self.max_steps is not None:
+            num_steps = min(num_steps, self.max_steps - step)
+        if self.sec_per_step:
+            num_steps = min(num_steps, max(1, int(MAX_SECONDS_PER_CALL / self.sec_per_step)))
+        return num_steps
+
+    def record(self, num_steps: int, seconds: float, measured: bool = True):
+        if measured:
+            # The first call's time includes tracing: an overestimate, so a safe cap.
+            self.sec_per_step = seconds / num_steps
+            if self.calls > 0:
+                self.window_steps += num_steps
+                self.window_seconds += seconds
+        self.calls += 1
+
+    def window_sec_per_step(self) -> Optional[float]:
+        return self.window_seconds / self.window_steps if self.window_steps else None
+
+    def reset_window(self):
+        self.window_steps, self.window_seconds = 0, 0.0
+
+
+class Controller:
+    """Runs the inner loop and the actions; returns (step reached, last result)."""
+
+    def __init__(self, *, train_n_steps: Callable, current_step: Callable[[], int],
+                 pace: Pace, agree: Callable[[CallPlan], CallPlan],
+                 actions: Sequence, trace=None):
+        self.train_n_steps = train_n_steps
+        self.current_step = current_step
+        self.pace = pace
+        self.agree = agree
+        self.actions = list(actions)
+        self.trace = trace  # training.train_actions.TraceSteps, or None
+
+    def _next_call(self, step: int, stop: StopRequest):
+        num_steps = self.pace.next_call(step)
+        tracing = self.trace is not None and self.pace.calls > 0 and self.trace.due(step)
+        if tracing:
+            num_steps = 1
+        elif self.trace is not None:
+            num_steps = self.trace.limit(step, num_steps)
+        return self.agree(CallPlan(num_steps, stop.requested)), tracing
+
+    def run(self, step: int):
+        max_steps, result = self.pace.max_steps, None
+        with StopRequest() as stop:
+            while max_steps is None or step < max_steps:
+                call, tracing = self._next_call(step, stop)
+                if call.stop:
+                    break
+                started = time.perf_counter()
+                with (self.trace.around(self.pace.sec_per_step) if tracing
+                      else contextlib.nullcontext()):
+                    result = self.train_n_steps(call.num_steps)
+                # A traced step is slower than the others.
+                self.pace.record(call.num_steps, time.perf_counter() - started,
+                                 measured=not tracing)
+                previous_step, step = step, self.current_step()
+                for action in self.actions:
+                    action(previous_step, step, result)
+        for action in self.actions:
+            if hasattr(action, 'finish'):
+                action.finish(step, result)
+        return step, result

@@ -1,0 +1,132 @@
+"""The model's side of a training step: one replica's gradients, and the update.
+
+The deployment plan's inner loop (deployment.steps, deployment.sync_replicas_steps)
+calls `replica_gradients` inside `strategy.run`, aggregates the gradients its own way,
+then `apply_gradients` and `after_update`. Everything here is the same in every mode.
+"""
+import contextlib
+from typing import Callable, Sequence
+
+import tensorflow as tf
+from absl import logging
+
+from core.errors import UsageError
+from nets import layers
+from nets import precision as precision_lib
+from training import checkpoints, loss_scaling, losses, moving_averages
+from training.train_config import TrainConfig
+
+
+def select_trainable(variables, trainable_scopes: Sequence[str]):
+    """slim's --trainable_scopes: only variables under these prefixes train (all if none)."""
+    scopes = [s.strip() for s in trainable_scopes if s.strip()]
+    if not scopes:
+        return list(variables)
+    chosen = [v for v in variables if any(v.name.startswith(s) for s in scopes)]
+    if not chosen:
+        raise UsageError(f'--trainable_scopes={",".join(scopes)} matches no variable; '
+                         f'use prefixes of names such as {variables[0].name[:-2]}.')
+    return chosen
+
+
+def _pieces(variable):
+    """The variables an optimizer updates: a partitioned variable's pieces, or itself."""
+    return [variable] if isinstance(variable, tf.Variable) else list(variable.variables)
+
+
+class ModelStep:
+    """The network, its optimizer and what the update keeps (global step, moving
+    averages, loss scale, dropout's generator); created under `strategy.scope()`."""
+
+    def __init__(self, *, strategy: tf.distribute.Strategy, network, optimizer,
+                 learning_rate_fn: Callable, image_shape, config: TrainConfig,
+                 with_random_generator: bool):
+        self.strategy = strategy
+        self.network = network
+        self.optimizer = optimizer
+        self.learning_rate_fn = learning_rate_fn
+        self.label_smoothing = config.label_smoothing
+        self.num_image_summaries = config.num_image_summaries
+        self.compute_dtype = precision_lib.compute_dtype(config.precision)
+        slow = precision_lib.slow_precision_reason(
+            config.precision, on_gpu=bool(tf.config.list_logical_devices('GPU')))
+        if slow:
+            logging.warning('--precision=%s will likely train slower than float32 here: %s.',
+                            config.precision, slow)
+        with strategy.scope():
+            network.build(image_shape)
+            self.train_variables = [
+                piece for variable in select_trainable(network.trainable_variables,
+                                                       config.trainable_scopes)
+                for piece in _pieces(variable)]
+            optimizer.build(self.train_variables)
+            self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                           name='global_step')
+            # Averages every network variable, batch-norm statistics included, as slim
+            # averaged its model variables.
+            self.moving_averages = (
+                moving_averages.ExponentialMovingAverage(config.moving_average_decay,
+                                                         network.variables)
+                if config.moving_average_decay else None)
+            # float16's range loses small gradients unless the loss is scaled up.
+            self.loss_scale = (loss_scaling.DynamicLossScale()
+                               if config.precision == 'mixed_float16' else None)
+            # Dropout's randomness, checkpointed (exact resume). Its first state follows
+            # TensorFlow's global seed (--seed).
+            self.random_generator = (
+                tf.random.Generator.from_seed(int(tf.random.uniform(
+                    [], maxval=2**62, dtype=tf.int64))) if with_random_generator else None)
+
+    def checkpointed(self) -> dict:
+        """The objects of this step a checkpoint holds, by their checkpoint keys."""
+        tracked = {'optimizer': self.optimizer, 'global_step': self.global_step}
+        if self.moving_averages is not None:
+            tracked[checkpoints.EMA_KEY] = self.moving_averages
+        if self.loss_scale is not None:
+            tracked['loss_scale'] = self.loss_scale
+        if self.random_generator is not None:
+            tracked['random_generator'] = self.random_generator
+        return tracked
+
+    def replica_gradients(self, images, labels, step):
+        """Forward and backward on one replica's batch, with the weights of `step`;
+        returns (gradients, metrics, the batch's first images)."""
+        learning_rate = self.learning_rate_fn(step)
+        with tf.GradientTape() as tape:
+            # Nets whose schedule follows training (NASNet's drop-path) read the step.
+            with (layers.random_generator(self.random_generator) if self.random_generator
+                  else contextlib.nullcontext()):
+                logits, end_points = self.network(tf.cast(images, self.compute_dtype),
+                                                  training=True, step=step)
+            loss_terms = losses.compute_losses(logits, end_points, labels, self.network,
+                                               self.label_smoothing)
+            total_loss = tf.add_n(list(loss_terms.values()))
+            # The aggregation sums over replicas in sync; scaling makes that the mean.
+            scaled_loss = total_loss / self.strategy.num_replicas_in_sync
+            if self.loss_scale is not None:
+                scaled_loss = self.loss_scale.scale_loss(scaled_loss)
+        gradients = tape.gradient(scaled_loss, self.train_variables)
+        if self.loss_scale is not None:
+            gradients = self.loss_scale.unscale(gradients)
+        metrics = {'total_loss': total_loss, 'learning_rate': learning_rate, **loss_terms}
+        return gradients, metrics, images[:self.num_image_summaries]
+
+    def apply_gradients(self, grads_and_vars, learning_rate):
+        """The optimizer's update; in float16, skipped when a gradient overflowed (the
+        loss scale is lowered instead). Gradients are aggregated already, so every
+        replica takes the same branch."""
+        if self.loss_scale is None:
+            self.optimizer.apply_gradients(grads_and_vars, learning_rate)
+            return
+        grads_and_vars = list(grads_and_vars)
+        finite = self.loss_scale.update([g for g, _ in grads_and_vars])
+
+        def apply():
+            self.optimizer.apply_gradients(grads_and_vars, learning_rate)
+            return tf.constant(True)
+
+        tf.cond(finite, apply, lambda: tf.constant(False))
+
+    def after_update(self):
+        if self.moving_averages is not None:
+            self.moving_averages.update(num_updates=self.global_step)

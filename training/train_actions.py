@@ -1,0 +1,184 @@
+"""The outer loop's periodic work, one small action each (training.controller calls
+them after every call of the inner loop, in order, as `action(previous, step, result)`;
+an action with `finish(step, result)` also runs once when training stops)."""
+import math
+import time
+from typing import Optional, Sequence
+
+import tensorflow as tf
+from absl import logging
+
+from core.errors import SaveFailed, TrainingDiverged
+from deployment import tracing as tracing_lib
+from training import checkpoints
+
+
+class WarnSkippedExamples:
+    """At most one warning per call when unreadable examples were skipped."""
+
+    def __init__(self):
+        self.logged = 0
+
+    def __call__(self, previous, step, result):
+        skipped = int(result.metrics.get('input/skipped_examples', 0))
+        if skipped > self.logged:
+            logging.warning('Skipped %d unreadable example(s) so far.', skipped)
+            self.logged = skipped
+
+
+class CheckDivergence:
+    """Stops without saving the diverged weights, naming the checkpoint to go back to."""
+
+    def __init__(self, manager: tf.train.CheckpointManager):
+        self.manager = manager
+
+    def __call__(self, previous, step, result):
+        loss = result.metrics['total_loss']
+        if math.isfinite(loss):
+            return
+        last_good = self.manager.latest_checkpoint
+        restart = (f'the last good checkpoint is {last_good}' if last_good else
+                   'no checkpoint was saved before it')
+        raise TrainingDiverged(
+            f'Loss became {loss} by step {step}; {restart}; lower --learning_rate (or '
+            f'check the input data) and train again.')
+
+
+class LogLine:
+    """Every --log_every_n_steps and at the last step: loss, speed, learning rate, ETA."""
+
+    def __init__(self, pace, examples_per_step: int):
+        self.pace = pace
+        self.examples_per_step = examples_per_step
+
+    def __call__(self, previous, step, result):
+        every, max_steps = self.pace.log_every_n_steps, self.pace.max_steps
+        if step // every <= previous // every and step != max_steps:
+            return
+        sec_per_step = self.pace.window_sec_per_step()
+        self.pace.reset_window()
+        remaining = ''
+        if max_steps is not None and sec_per_step is not None:
+            eta = int((max_steps - step) * sec_per_step)
+            remaining = f', ETA {eta // 3600}:{eta // 60 % 60:02d}:{eta % 60:02d}'
+        timing = ('includes tracing' if sec_per_step is None else
+                  f'{sec_per_step:.3f} sec/step, '
+                  f'{self.examples_per_step / sec_per_step:.1f} examples/sec')
+        metrics = result.metrics
+        logging.info('global step %d: loss = %.4f (%s), lr = %.6g%s', step,
+                     metrics['total_loss'], timing, metrics['learning_rate'], remaining)
+
+
+def _display_images(images):
+    """Rescales preprocessed images to [0, 1] for TensorBoard, each on its own range."""
+    low = tf.reduce_min(images, axis=[1, 2, 3], keepdims=True)
+    high = tf.reduce_max(images, axis=[1, 2, 3], keepdims=True)
+    return (images - low) / tf.maximum(high - low, 1e-6)
+
+
+class WriteSummaries:
+    """Scalars and the first images every --save_summaries_secs, and at the end."""
+
+    def __init__(self, writer, every_secs: float, num_images: int, pace):
+        self.writer = writer
+        self.every_secs = every_secs
+        self.num_images = num_images
+        self.pace = pace
+        self.last = time.time()
+
+    def __call__(self, previous, step, result):
+        if time.time() - self.last >= self.every_secs:
+            # The speed of the last call, unless it was the first (it traced the step).
+            measured = self.pace.calls > 1 and self.pace.sec_per_step
+            self._write(step, result, 1.0 / self.pace.sec_per_step if measured else None)
+            self.last = time.time()
+
+    def finish(self, step, result):
+        if result is not None:
+            self._write(step, result, None)
+        self.writer.close()
+
+    def _write(self, step, result, steps_per_sec):
+        with self.writer.as_default(step=step):
+            for name, value in result.metrics.items():
+                tag = (name if name in ('total_loss', 'learning_rate') or '/' in name
+                       else f'losses/{name}')
+                tf.summary.scalar(tag, value)
+            if steps_per_sec is not None:
+                tf.summary.scalar('global_step/sec', steps_per_sec)
+            tf.summary.image('images', _display_images(result.images),
+                             max_outputs=self.num_images)
+        self.writer.flush()
+
+
+class CheckpointSaver:
+    """Saves at a step, once; a failed save (disk full, I/O) is one line and leaves the
+    previous checkpoint the latest."""
+
+    def __init__(self, manager: tf.train.CheckpointManager, train_dir: str):
+        self.manager = manager
+        self.train_dir = train_dir
+
+    def save(self, step: int):
+        latest = self.manager.latest_checkpoint
+        if latest and latest.endswith(f'-{step}'):  # saved at this step already
+            return
+        try:
+            path = self.manager.save(checkpoint_number=step)
+        except (tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError,
+                tf.errors.UnavailableError, tf.errors.DataLossError, OSError) as error:
+            # What this save left behind goes; the checkpoint file still names the last
+            # complete one.
+            checkpoints.remove_partial_save(self.train_dir, step)
+            detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            kept = self.manager.latest_checkpoint
+            raise SaveFailed(
+                f'Could not save the checkpoint of step {step} in --train_dir='
+                f'{self.train_dir} ({detail[:200]}); '
+                + (f'{kept} stays the latest' if kept else 'no checkpoint was saved before')
+                + '; free space there if the disk is full (or pass another --train_dir) '
+                'and run again to resume.') from None
+        logging.info('Saved checkpoint %s.', path)
+
+
+class SaveCheckpoints:
+    """A checkpoint every --save_interval_secs, and when training stops."""
+
+    def __init__(self, saver: CheckpointSaver, every_secs: float):
+        self.saver = saver
+        self.every_secs = every_secs
+        self.last = time.time()
+
+    def __call__(self, previous, step, result):
+        if time.time() - self.last >= self.every_secs:
+            self.saver.save(step)
+            self.last = time.time()
+
+    def finish(self, step, result):
+        self.saver.save(step)
+
+
+class TraceSteps:
+    """A profiler trace of one step every --trace_every_n_steps (the chief's; in a
+    cluster it covers every task). The traced step is a call of its own."""
+
+    def __init__(self, every: int, step: int, train_dir: str, addresses: Sequence[str]):
+        self.every = every
+        self.train_dir = train_dir
+        self.addresses = tuple(addresses)
+        self.period = step // every  # the period traced last
+        self.traced_steps = []
+
+    def due(self, step: int) -> bool:
+        if step // self.every <= self.period:
+            return False
+        self.period = step // self.every
+        self.traced_steps.append(step)
+        return True
+
+    def limit(self, step: int, num_steps: int) -> int:
+        """Calls end where a traced step starts."""
+        return min(num_steps, self.every - step % self.every)
+
+    def around(self, sec_per_step: Optional[float]):
+        return tracing_lib.trace(self.train_dir, self.addresses, sec_per_step)
