@@ -18,6 +18,7 @@ import tensorflow as tf  # noqa: E402
 
 from cli import guard  # noqa: E402
 from deployment import cluster, model_deploy  # noqa: E402
+from deployment import plan as deployment_plan  # noqa: E402
 from nets import nets_factory  # noqa: E402
 from training import learning_rate, optimizers, train_loop  # noqa: E402
 
@@ -52,7 +53,8 @@ def main(out_path, train_dir, reference):
     else:
         deployment = model_deploy.from_flags(cluster=cluster.resolve())
         examples, batch = None, BATCH
-    strategy = model_deploy.create_strategy(deployment)
+    plan = deployment_plan.create(deployment)
+    strategy = plan.strategy
 
     def input_fn(context=None):
         data = examples or worker_examples(context.input_pipeline_id)
@@ -63,14 +65,12 @@ def main(out_path, train_dir, reference):
                                               dropout_keep_prob=1.0)
         optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig('momentum'))
     trainer = train_loop.Trainer(
-        strategy=strategy, network=network, optimizer=optimizer,
+        plan=plan, network=network, optimizer=optimizer,
         learning_rate_fn=learning_rate.create_learning_rate_fn(
             learning_rate.LearningRateConfig('fixed', learning_rate=0.1), 100, batch),
         input_fn=input_fn, image_shape=(28, 28, 1),
         config=train_loop.TrainConfig(train_dir=train_dir, batch_size=batch,
-                                      max_number_of_steps=STEPS, log_every_n_steps=2,
-                                      save_summaries_secs=0),
-        is_chief=deployment.is_chief)
+                                      max_number_of_steps=STEPS, save_summaries_secs=0))
     with strategy.scope():
         set_initial_weights(network)
     np.savez(out_path + '.initial.npz',
