@@ -162,6 +162,24 @@ def test_all_reduce_workers_train_through_the_script(tmp_path, shapes_data, work
     assert (train_dir / 'model.ckpt-30.index').exists()
 
 
+@pytest.mark.slow
+def test_a_sigterm_to_one_all_reduce_worker_stops_both_saved(tmp_path, shapes_data):
+    """Worker 1's stop request reaches the chief at the next call: both stop at the same
+    step, the chief saves it, and every worker exits 0."""
+    train_dir = tmp_path / 'train'
+    with processes(tmp_path) as group:
+        start_all_reduce_workers(group, shapes_data, train_dir,
+                                 '--max_number_of_steps=100000')
+        wait_for_log(group, 'worker0', r'global step 20: loss', timeout=180)
+        group.children['worker1'].send_signal(signal.SIGTERM)
+        for name in ('worker0', 'worker1'):
+            assert group.wait(name, timeout=60) == 0, group.log(name)[-3000:]
+        chief_log = group.log('worker0')
+    saved = re.findall(r'Saved checkpoint .*model\.ckpt-(\d+)\.', chief_log)
+    assert saved and int(saved[-1]) >= 20, chief_log[-3000:]
+    assert (train_dir / f'model.ckpt-{saved[-1]}.index').exists()
+
+
 def start_ps_cluster(group, num_ps, num_workers, wait_for_chief_secs=3):
     """Starts the ps tasks and workers 1.. (they serve); returns the chief's flags."""
     ports = free_ports(num_ps + num_workers)
