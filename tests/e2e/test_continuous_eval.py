@@ -12,7 +12,7 @@ from helpers import testing_utils
 from cli import jobs, run_record
 from datasets import shapes
 from nets import nets_factory
-from training import checkpoints, eval_loop
+from training import checkpoint_watch, checkpoints, eval_loop
 
 WAIT_SECS = 120  # every wait is bounded by this; a passing run takes a few seconds
 
@@ -60,7 +60,7 @@ def test_watch_evaluates_each_new_checkpoint_once_in_order_and_stops_at_the_last
     def watch(backfill):
         outcome['metrics'] = jobs.evaluate(
             data, str(train_dir), str(eval_dir), top_k=(1, 3),
-            watch=eval_loop.WatchConfig(interval_secs=0.05, backfill=backfill))
+            watch=checkpoint_watch.WatchConfig(interval_secs=0.05, backfill=backfill))
 
     # No timeout: only the final checkpoint can end the watch.
     watcher = threading.Thread(target=watch, args=(False,), daemon=True)
@@ -105,7 +105,7 @@ def test_watch_refuses_a_checkpoint_prefix(tmp_path):
     (tmp_path / 'model.ckpt-5.index').write_bytes(b'')
     with pytest.raises(eval_loop.UsageError, match='--eval_interval_secs'):
         jobs.evaluate(data, str(tmp_path / 'model.ckpt-5'), str(tmp_path / 'eval'),
-                      watch=eval_loop.WatchConfig(interval_secs=1))
+                      watch=checkpoint_watch.WatchConfig(interval_secs=1))
 
 
 def test_watch_may_start_before_the_training_makes_its_directory(tmp_path):
@@ -114,6 +114,6 @@ def test_watch_may_start_before_the_training_makes_its_directory(tmp_path):
                            dataset_dir=str(tmp_path / 'data'), model_name='lenet',
                            batch_size=4)
     metrics = jobs.evaluate(data, str(tmp_path / 'train_not_yet'), str(tmp_path / 'eval'),
-                            watch=eval_loop.WatchConfig(interval_secs=0.05,
+                            watch=checkpoint_watch.WatchConfig(interval_secs=0.05,
                                                         timeout_secs=0.2))
     assert metrics == {}  # it waited, saw nothing, and timed out

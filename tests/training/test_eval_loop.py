@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from helpers import testing_utils
 
-from training import eval_loop
+from training import checkpoint_watch, eval_loop
 
 
 @pytest.mark.parametrize('batch_size', [1, 5, 23, 100])
@@ -157,12 +157,12 @@ def _save_fake_checkpoint(train_dir, step, keep=None):
 def test_watch_times_out_without_new_checkpoints(tmp_path):
     _save_fake_checkpoint(tmp_path, 4)
     fake = _FakeTime()
-    config = eval_loop.WatchConfig(interval_secs=2, timeout_secs=7)
-    seen = [step for step, _ in eval_loop.watch_checkpoints(
+    config = checkpoint_watch.WatchConfig(interval_secs=2, timeout_secs=7)
+    seen = [step for step, _ in checkpoint_watch.watch_checkpoints(
         str(tmp_path), config, clock=fake.clock, sleep=fake.sleep)]
     assert seen == [4] and fake.now == 8  # looked at 0, 2, 4, 6, 8: 8 s >= 7 s of silence
     # A train_dir the training has not created yet is waited for, as an empty one.
-    missing = eval_loop.watch_checkpoints(str(tmp_path / 'not_yet'), config,
+    missing = checkpoint_watch.watch_checkpoints(str(tmp_path / 'not_yet'), config,
                                           clock=fake.clock, sleep=fake.sleep)
     assert list(missing) == []
 
@@ -172,8 +172,8 @@ def test_watch_passes_over_checkpoints_deleted_and_evaluated_before(tmp_path):
         _save_fake_checkpoint(tmp_path, step)
     fake = _FakeTime()
     seen = []
-    for step, path in eval_loop.watch_checkpoints(
-            str(tmp_path), eval_loop.WatchConfig(interval_secs=1, backfill=True),
+    for step, path in checkpoint_watch.watch_checkpoints(
+            str(tmp_path), checkpoint_watch.WatchConfig(interval_secs=1, backfill=True),
             final_step=lambda: 6, skip=lambda path: path.endswith('-2'),
             clock=fake.clock, sleep=fake.sleep):
         seen.append(step)
