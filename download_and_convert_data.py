@@ -21,34 +21,21 @@ Re-running skips finished work: existing TFRecords are kept, and verified archiv
 from cli import startup  # noqa: F401  (first: configures TensorFlow before it loads)
 
 from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
 
-from cli import guard  # noqa: E402
+from cli import configs, guard  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 from datasets import dataset_factory  # noqa: E402
-from datasets import dataset_utils  # noqa: E402
 
-cli_flags.define_dataset_name_flag(None, "Dataset to convert")
-cli_flags.define_tf_log_level_flag()
-cli_flags.define_conversion_flags()
-flags.adopt_module_key_flags(cli_flags)
-
-FLAGS = flags.FLAGS
+FLAG_GROUPS = ('Dataset', 'Conversion', 'Logging')
+cli_flags.define(FLAG_GROUPS, usage=__doc__)
 
 
 def main(argv):
     del argv
-    options = dataset_utils.ConvertOptions(
-        keep_archives=FLAGS.keep_archives, source_dir=FLAGS.source_dir,
-        validation_percentage=FLAGS.validation_percentage,
-        train_shards=FLAGS.train_shards, validation_shards=FLAGS.validation_shards,
-        bounding_boxes=FLAGS.bounding_boxes,
-        small_object_area_threshold=FLAGS.small_object_area_threshold,
-        foreground_class_of_interest=FLAGS.foreground_class_of_interest,
-        num_workers=FLAGS.num_workers)
-    dataset_factory.download_and_convert(FLAGS.dataset_name, FLAGS.dataset_dir,
-                                         options=options)
+    conversion = configs.conversion_from_flags()
+    dataset_factory.download_and_convert(conversion.dataset_name, conversion.dataset_dir,
+                                         options=conversion.options)
 
 
-if __name__ == "__main__":
+if __name__ == '__main__':
     app.run(guard.guarded(main))

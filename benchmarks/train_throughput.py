@@ -37,7 +37,7 @@ from absl import app, flags  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from cli import jobs  # noqa: E402
+from cli import assembly  # noqa: E402
 from deployment import model_deploy, runners  # noqa: E402
 from nets import nets_factory, precision  # noqa: E402
 from training import optimizers, train_loop  # noqa: E402
@@ -127,10 +127,10 @@ def _synthetic_input_fn(batch_size, image_shape, num_classes):
 
 
 def _real_input_fn(model_name, batch_size):
-    data = jobs.DataConfig(dataset_name=FLAGS.dataset_name, dataset_split_name='train',
+    data = assembly.DataConfig(dataset_name=FLAGS.dataset_name, dataset_split_name='train',
                            dataset_dir=FLAGS.dataset_dir, model_name=model_name,
                            batch_size=batch_size, seed=0)
-    assembly = jobs._assemble_data(data, is_training=True)  # pylint: disable=protected-access
+    assembly = assembly.assemble_data(data, is_training=True)
     # The training pipeline, without its unreadable-example counter.
     return (lambda context=None: assembly.input_fn(context).map(lambda i, l, _: (i, l)),
             assembly.image_shape, assembly.num_classes)

@@ -1,30 +1,55 @@
-"""Parsed flags -> the frozen config objects the library takes (it never reads FLAGS)."""
+"""Parsed flags -> the frozen configs each job takes (the library never reads FLAGS).
+
+One function per script builds its job: training_from_flags, evaluation_from_flags,
+export_from_flags, conversion_from_flags. A config field whose flag has the same name
+(cli.flags gives a name one meaning) is read from it; the rest are mapped here. Each
+takes the FlagValues to read, absl's global FLAGS by default.
+"""
 import dataclasses
+import sys
 from typing import Optional
 
 from absl import flags
 
-from cli import jobs
+from cli import flags as cli_flags
+from cli import run_record
+from cli.assembly import DataConfig
+from cli.eval_job import EvaluationJob
+from cli.export_job import ExportConfig, ExportJob
+from cli.train_job import TrainingJob
 from core import checks
 from core.errors import UsageError
+from datasets import dataset_utils
 from deployment import cluster, model_deploy
-from training import eval_loop, learning_rate, optimizers
+from export import pipeline
+from training import checkpoint_watch, learning_rate, optimizers, train_loop
 
 FLAGS = flags.FLAGS
+# --batch_size and --dataset_split_name left unset, per job (as TF-Slim's scripts).
+TRAIN_BATCH_SIZE, EVAL_BATCH_SIZE = 32, 100
+TRAIN_SPLIT, EVAL_SPLIT = 'train', 'test'
 
 
-def _from_dataclass(config_class):
-    return config_class(**{f.name: FLAGS[f.name].value
-                           for f in dataclasses.fields(config_class)})
+def _from_flags(config_class, flag_values: flags.FlagValues, **mapped):
+    """config_class from the flags named as its fields; `mapped` gives the other fields
+    (and overrides). Fields with neither keep their defaults."""
+    return config_class(**{field.name: flag_values[field.name].value
+                           for field in dataclasses.fields(config_class)
+                           if field.name in flag_values and field.name not in mapped},
+                        **mapped)
 
 
-def split_scopes(flag_name: str):
+def _dataset_name(flag_values) -> str:
+    return flag_values.dataset_name or cli_flags.DEFAULT_DATASET
+
+
+def split_scopes(flag_name: str, flag_values: flags.FlagValues = FLAGS) -> tuple:
     """A comma-separated scope list flag, e.g. 'InceptionV3/Logits,InceptionV3/AuxLogits'.
 
     Spaces are refused: slim matched them literally, so a list written with them
     silently excluded or trained nothing.
     """
-    value = FLAGS[flag_name].value or ''
+    value = flag_values[flag_name].value or ''
     if any(c.isspace() for c in value):
         joined = ','.join(s.strip() for s in value.split(',') if s.strip())
         raise UsageError(f'--{flag_name}={value!r} has spaces; scope names have none: '
@@ -32,80 +57,142 @@ def split_scopes(flag_name: str):
     return tuple(s for s in value.split(',') if s)
 
 
-def data_config_from_flags(*, default_batch_size: int, image_size: Optional[int],
-                           seed: Optional[int] = None) -> jobs.DataConfig:
+def data_config_from_flags(flag_values: flags.FlagValues, *, image_size_flag: str,
+                           default_batch_size: int, default_split: str) -> DataConfig:
     """The data flags shared by training and evaluation, as a DataConfig.
 
     Only an unset --batch_size or image size takes the default: 0 is an error.
     """
-    image_size_flag = next((name for name in ('train_image_size', 'eval_image_size')
-                            if name in FLAGS), 'image_size')
-    checks.check_at_least(1, unset='the network\'s default',
-                          **{image_size_flag: image_size})
-    return jobs.DataConfig(
-        dataset_name=FLAGS.dataset_name, dataset_split_name=FLAGS.dataset_split_name,
-        dataset_dir=FLAGS.dataset_dir, file_pattern=FLAGS.file_pattern,
-        model_name=FLAGS.model_name, preprocessing_name=FLAGS.preprocessing_name,
-        batch_size=(default_batch_size if FLAGS.batch_size is None
-                    else FLAGS.batch_size), image_size=image_size,
-        labels_offset=FLAGS.labels_offset, use_grayscale=FLAGS.use_grayscale,
-        num_readers=FLAGS.num_readers,
-        num_preprocessing_threads=FLAGS.num_preprocessing_threads, seed=seed,
-        shuffle_buffer_size=FLAGS.shuffle_buffer_size, deterministic=FLAGS.deterministic,
-        cache=FLAGS.cache)
+    image_size = flag_values[image_size_flag].value
+    checks.check_at_least(1, unset='the network\'s default', **{image_size_flag: image_size})
+    batch_size = flag_values.batch_size
+    return _from_flags(
+        DataConfig, flag_values, dataset_name=_dataset_name(flag_values),
+        dataset_split_name=flag_values.dataset_split_name or default_split,
+        batch_size=default_batch_size if batch_size is None else batch_size,
+        image_size=image_size)
 
 
-def deployment_config_from_flags() -> model_deploy.DeploymentConfig:
+def deployment_config_from_flags(
+        flag_values: flags.FlagValues = FLAGS) -> model_deploy.DeploymentConfig:
     """The deployment, its cluster from the flags, TF_CONFIG or SLURM; worker and ps
     counts left unset on the command line come from the cluster."""
     def if_given(name):
-        return FLAGS[name].value if FLAGS[name].present else None
+        return flag_values[name].value if flag_values[name].present else None
 
     resolved = cluster.resolve(
-        ps_hosts=FLAGS.ps_hosts, worker_hosts=FLAGS.worker_hosts, job_name=FLAGS.job_name,
-        task=FLAGS.task, num_ps_tasks=FLAGS.num_ps_tasks,
-        slurm_base_port=FLAGS.slurm_base_port)
+        ps_hosts=flag_values.ps_hosts, worker_hosts=flag_values.worker_hosts,
+        job_name=flag_values.job_name, task=flag_values.task,
+        num_ps_tasks=flag_values.num_ps_tasks, slurm_base_port=flag_values.slurm_base_port)
     return model_deploy.from_flags(
-        num_clones=FLAGS.num_clones, clone_on_cpu=FLAGS.clone_on_cpu,
+        num_clones=flag_values.num_clones, clone_on_cpu=flag_values.clone_on_cpu,
         worker_replicas=if_given('worker_replicas'), num_ps_tasks=if_given('num_ps_tasks'),
-        task=FLAGS.task, sync_replicas=FLAGS.sync_replicas,
-        replicas_to_aggregate=FLAGS.replicas_to_aggregate, strategy=FLAGS.strategy,
-        cluster=resolved, wait_for_chief_secs=FLAGS.wait_for_chief_secs)
+        task=flag_values.task, sync_replicas=flag_values.sync_replicas,
+        replicas_to_aggregate=flag_values.replicas_to_aggregate,
+        strategy=flag_values.strategy, cluster=resolved,
+        wait_for_chief_secs=flag_values.wait_for_chief_secs)
 
 
-def optimizer_config_from_flags() -> optimizers.OptimizerConfig:
-    return _from_dataclass(optimizers.OptimizerConfig)
+def training_from_flags(flag_values: flags.FlagValues = FLAGS,
+                        script: Optional[str] = None) -> TrainingJob:
+    """train_image_classifier.py's job; script (default: the running one) names whose
+    flags the run records in its train_dir."""
+    data = data_config_from_flags(flag_values, image_size_flag='train_image_size',
+                                  default_batch_size=TRAIN_BATCH_SIZE,
+                                  default_split=TRAIN_SPLIT)
+    config = _from_flags(
+        train_loop.TrainConfig, flag_values, batch_size=data.batch_size,
+        checkpoint_exclude_scopes=split_scopes('checkpoint_exclude_scopes', flag_values),
+        trainable_scopes=split_scopes('trainable_scopes', flag_values))
+    dry_run = flag_values.dry_run_restore
+    return TrainingJob(
+        data=data, config=config,
+        optimizer_config=_from_flags(optimizers.OptimizerConfig, flag_values),
+        learning_rate_config=_from_flags(learning_rate.LearningRateConfig, flag_values),
+        weight_decay=flag_values.weight_decay, quantize_delay=flag_values.quantize_delay,
+        flags_record=run_record.flags_record(flag_values, script or sys.argv[0]),
+        deployment=None if dry_run else deployment_config_from_flags(flag_values),
+        dry_run_restore=dry_run)
 
 
-def learning_rate_config_from_flags() -> learning_rate.LearningRateConfig:
-    return _from_dataclass(learning_rate.LearningRateConfig)
-
-
-def clone_deployment_from_flags() -> model_deploy.DeploymentConfig:
-    """Evaluation's replicas: --num_clones on this machine, no cluster."""
-    return model_deploy.from_flags(num_clones=FLAGS.num_clones,
-                                   clone_on_cpu=FLAGS.clone_on_cpu)
-
-
-def top_k_from_flags() -> tuple:
+def top_k_from_flags(flag_values: flags.FlagValues = FLAGS) -> tuple:
     try:
-        top_k = tuple(int(k) for k in FLAGS.top_k)
+        top_k = tuple(int(k) for k in flag_values.top_k)
     except ValueError:
         top_k = ()
     if not top_k or min(top_k) < 1:
-        raise UsageError(f'--top_k={",".join(FLAGS.top_k)}; pass positive whole numbers '
-                         'such as --top_k=1,5.')
+        raise UsageError(f'--top_k={",".join(flag_values.top_k)}; pass positive whole '
+                         'numbers such as --top_k=1,5.')
     return top_k
 
 
-def watch_config_from_flags() -> Optional[eval_loop.WatchConfig]:
+def watch_config_from_flags(
+        flag_values: flags.FlagValues = FLAGS) -> Optional[checkpoint_watch.WatchConfig]:
     """Continuous evaluation's settings; None to evaluate one checkpoint."""
-    if FLAGS.eval_interval_secs is None:
+    if flag_values.eval_interval_secs is None:
         for name in ('eval_timeout_secs', 'backfill'):
-            if FLAGS[name].present:
+            if flag_values[name].present:
                 raise UsageError(f'--{name} applies to continuous evaluation; add '
                                  '--eval_interval_secs=<seconds> or drop it.')
         return None
-    return eval_loop.WatchConfig(interval_secs=FLAGS.eval_interval_secs,
-                                 timeout_secs=FLAGS.eval_timeout_secs,
-                                 backfill=FLAGS.backfill)
+    return checkpoint_watch.WatchConfig(interval_secs=flag_values.eval_interval_secs,
+                                        timeout_secs=flag_values.eval_timeout_secs,
+                                        backfill=flag_values.backfill)
+
+
+def evaluation_from_flags(flag_values: flags.FlagValues = FLAGS) -> EvaluationJob:
+    """eval_image_classifier.py's job: its replicas are --num_clones here, no cluster."""
+    data = data_config_from_flags(flag_values, image_size_flag='eval_image_size',
+                                  default_batch_size=EVAL_BATCH_SIZE,
+                                  default_split=EVAL_SPLIT)
+    return _from_flags(
+        EvaluationJob, flag_values, data=data,
+        use_moving_averages=flag_values.moving_average_decay is not None,
+        top_k=top_k_from_flags(flag_values), watch=watch_config_from_flags(flag_values),
+        deployment=model_deploy.from_flags(num_clones=flag_values.num_clones,
+                                           clone_on_cpu=flag_values.clone_on_cpu))
+
+
+def _export_formats(flag_values) -> tuple:
+    """--export_format, else what the places given imply (TF-Slim's --output_file alone:
+    the frozen graph)."""
+    if flag_values.export_format:
+        return pipeline.parse_formats(','.join(flag_values.export_format))
+    return tuple(name for name, given in [
+        ('saved_model', flag_values.saved_model_dir
+         or (flag_values.export_dir and not flag_values.output_file)),
+        ('frozen_graph', flag_values.output_file)] if given)
+
+
+def export_from_flags(flag_values: flags.FlagValues = FLAGS) -> ExportJob:
+    """export_inference_graph.py's job: what to write (checked first) and from what."""
+    # Named as typed: TF-Slim's --batch_size is an alias of --graph_batch_size here.
+    batch_flag = 'batch_size' if flag_values['batch_size'].present else 'graph_batch_size'
+    checks.check_at_least(1, unset='any batch',
+                          **{batch_flag: flag_values.graph_batch_size})
+    targets = pipeline.resolve_targets(
+        _export_formats(flag_values), export_dir=flag_values.export_dir,
+        saved_model_dir=flag_values.saved_model_dir, output_file=flag_values.output_file,
+        write_text_graphdef=flag_values.write_text_graphdef)
+    request = _from_flags(
+        pipeline.ExportRequest, flag_values, targets=targets,
+        batch_size=flag_values.graph_batch_size, training_graph=flag_values.is_training,
+        float_tolerance=flag_values.parity_tolerance, labels_dir=flag_values.export_dir)
+    config = _from_flags(
+        ExportConfig, flag_values, dataset_name=_dataset_name(flag_values),
+        use_moving_averages=flag_values.moving_average_decay is not None)
+    return ExportJob(config, request)
+
+
+@dataclasses.dataclass(frozen=True)
+class Conversion:
+    """download_and_convert_data.py's job: dataset_factory.download_and_convert's
+    arguments."""
+    dataset_name: Optional[str]  # None: download_and_convert says to name one
+    dataset_dir: Optional[str]
+    options: dataset_utils.ConvertOptions
+
+
+def conversion_from_flags(flag_values: flags.FlagValues = FLAGS) -> Conversion:
+    return Conversion(flag_values.dataset_name, flag_values.dataset_dir,
+                      _from_flags(dataset_utils.ConvertOptions, flag_values))

@@ -11,6 +11,7 @@
 A run that resumes in a train_dir whose flags.txt differs logs each changed flag (one
 line each), then records its own flags. Only the chief writes.
 """
+import dataclasses
 import datetime
 import json
 import os
@@ -23,6 +24,7 @@ from typing import Dict, Optional
 import tensorflow as tf
 from absl import flags, logging
 
+from cli import flag_help
 from core import paths
 
 FLAGS_FILE = 'flags.txt'
@@ -35,7 +37,7 @@ def script_flags(flag_values: flags.FlagValues, module_name: str) -> Dict[str, s
     flags: its own and those it adopted). Flags left at a None default have no line."""
     lines = {}
     for flag in flag_values.get_key_flags_for_module(module_name):
-        if type(flag).__name__ == '_FlagAlias':  # absl's DEFINE_alias: the original has it
+        if flag_help.is_alias(flag):  # the original flag has its value
             continue
         serialized = flag.serialize()
         if serialized:
@@ -104,13 +106,29 @@ def _write(path: str, text: str):
     tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
 
 
+@dataclasses.dataclass(frozen=True)
+class FlagsRecord:
+    """A script's flags for flags.txt: {flag name: `--name=value` line} (script_flags)."""
+    script: str
+    lines: Dict[str, str]
+
+
+def flags_record(flag_values: flags.FlagValues, module_name: str) -> FlagsRecord:
+    return FlagsRecord(os.path.basename(module_name), script_flags(flag_values, module_name))
+
+
 def record(train_dir: str, flag_values: flags.FlagValues, module_name: str,
            max_number_of_steps: Optional[int]) -> list:
     """Writes flags.txt and run_info.json into train_dir (created if missing), after
     logging how the flags differ from the run recorded there; returns the differences."""
+    return write(train_dir, flags_record(flag_values, module_name), max_number_of_steps)
+
+
+def write(train_dir: str, recorded: FlagsRecord, max_number_of_steps: Optional[int]) -> list:
+    """record() of flags already read."""
     paths.check_output_dir(train_dir, '--train_dir')
     tf.io.gfile.makedirs(train_dir)
-    current = script_flags(flag_values, module_name)
+    current = recorded.lines
     flags_path = os.path.join(train_dir, FLAGS_FILE)
     differences = []
     if tf.io.gfile.exists(flags_path):
@@ -120,7 +138,7 @@ def record(train_dir: str, flag_values: flags.FlagValues, module_name: str,
                             len(differences), flags_path)
             for difference in differences:
                 logging.warning('  %s', difference)
-    script = os.path.basename(module_name)
+    script = recorded.script
     _write(flags_path, f'# The flags of {script} for this run; reproduce it with\n'
                        f'#   python {script} --flagfile={flags_path}\n'
            + '\n'.join(current.values()) + '\n')

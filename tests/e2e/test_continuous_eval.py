@@ -1,4 +1,4 @@
-"""Continuous evaluation through cli.jobs.evaluate: checkpoints written by this test (a
+"""Continuous evaluation through cli.eval_job.evaluate: checkpoints written by this test (a
 tiny net, fresh weights each time) while the evaluation watches the train_dir."""
 import json
 import threading
@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 
 from helpers import testing_utils
-from cli import jobs, run_record
+from cli import eval_job, run_record
+from cli.assembly import DataConfig
 from datasets import shapes
 from nets import nets_factory
 from training import checkpoint_watch, checkpoints, eval_loop
@@ -53,12 +54,12 @@ def test_watch_evaluates_each_new_checkpoint_once_in_order_and_stops_at_the_last
     (train_dir / run_record.RUN_INFO_FILE).write_text(json.dumps({'max_number_of_steps': 30}))
     _write_checkpoint(manager, network, global_step, 5, seed=5)
     _write_checkpoint(manager, network, global_step, 10, seed=10)
-    data = jobs.DataConfig(dataset_name='shapes', dataset_split_name='validation',
+    data = DataConfig(dataset_name='shapes', dataset_split_name='validation',
                            dataset_dir=str(dataset_dir), model_name='lenet', batch_size=16)
     outcome = {}
 
     def watch(backfill):
-        outcome['metrics'] = jobs.evaluate(
+        outcome['metrics'] = eval_job.evaluate(
             data, str(train_dir), str(eval_dir), top_k=(1, 3),
             watch=checkpoint_watch.WatchConfig(interval_secs=0.05, backfill=backfill))
 
@@ -95,25 +96,25 @@ def test_watch_evaluates_each_new_checkpoint_once_in_order_and_stops_at_the_last
     # A second watch with --backfill evaluates only what was never evaluated: step 5.
     watch(backfill=True)
     assert _evaluated_steps(eval_dir) == [10, 20, 30, 5]
-    again = jobs.evaluate(data, recorded['copy'], str(tmp_path / 'eval_copy'))
+    again = eval_job.evaluate(data, recorded['copy'], str(tmp_path / 'eval_copy'))
     assert again['Accuracy'] == best['Accuracy']
 
 
 def test_watch_refuses_a_checkpoint_prefix(tmp_path):
-    data = jobs.DataConfig(dataset_name='shapes', dataset_split_name='validation',
+    data = DataConfig(dataset_name='shapes', dataset_split_name='validation',
                            dataset_dir=str(tmp_path), model_name='lenet', batch_size=4)
     (tmp_path / 'model.ckpt-5.index').write_bytes(b'')
     with pytest.raises(eval_loop.UsageError, match='--eval_interval_secs'):
-        jobs.evaluate(data, str(tmp_path / 'model.ckpt-5'), str(tmp_path / 'eval'),
+        eval_job.evaluate(data, str(tmp_path / 'model.ckpt-5'), str(tmp_path / 'eval'),
                       watch=checkpoint_watch.WatchConfig(interval_secs=1))
 
 
 def test_watch_may_start_before_the_training_makes_its_directory(tmp_path):
     testing_utils.write_small_shapes(str(tmp_path / 'data'), num_train=4, num_validation=3)
-    data = jobs.DataConfig(dataset_name='shapes', dataset_split_name='validation',
+    data = DataConfig(dataset_name='shapes', dataset_split_name='validation',
                            dataset_dir=str(tmp_path / 'data'), model_name='lenet',
                            batch_size=4)
-    metrics = jobs.evaluate(data, str(tmp_path / 'train_not_yet'), str(tmp_path / 'eval'),
+    metrics = eval_job.evaluate(data, str(tmp_path / 'train_not_yet'), str(tmp_path / 'eval'),
                             watch=checkpoint_watch.WatchConfig(interval_secs=0.05,
                                                         timeout_secs=0.2))
     assert metrics == {}  # it waited, saw nothing, and timed out

@@ -101,7 +101,7 @@ def test_every_format_of_a_quantization_aware_net_passes_its_parity_check(tmp_pa
 
 
 def test_evaluation_and_export_quantize_when_the_checkpoint_is_quantization_aware(tmp_path):
-    from cli import jobs  # pylint: disable=import-outside-toplevel
+    from cli import assembly  # pylint: disable=import-outside-toplevel
     trained = nets_factory.get_network_fn('cifarnet', 10)
     quantization.enable(trained, quantization.QuantizationParams())
     trained.build((32, 32, 3))
@@ -112,7 +112,7 @@ def test_evaluation_and_export_quantize_when_the_checkpoint_is_quantization_awar
 
     def quantized(checkpoint_dir, quantize):
         net = nets_factory.get_network_fn('cifarnet', 10)
-        jobs._quantize_if_trained_so(net, str(tmp_path / checkpoint_dir), quantize)
+        assembly.quantize_if_trained_so(net, str(tmp_path / checkpoint_dir), quantize)
         return net.quantization is not None
 
     assert quantized('qat', quantize=False) and quantized('qat', quantize=True)

@@ -1,0 +1,142 @@
+"""What the jobs share: a DataConfig's dataset, preprocessing and input pipeline
+assembled from their factories, and the quantization a checkpoint asks for."""
+import dataclasses
+from typing import Optional
+
+from absl import logging
+import tensorflow as tf
+
+from cli import run_record
+from core import checks, paths
+from core.errors import UsageError
+from datasets import dataset_factory, input_pipeline
+from nets import nets_factory, quantization
+from preprocessing import preprocessing_factory
+from training import checkpoints
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    """Which data a job reads, how it is preprocessed, and for which model."""
+    dataset_name: str
+    dataset_split_name: str
+    dataset_dir: Optional[str]
+    model_name: str
+    batch_size: int
+    file_pattern: Optional[str] = None
+    preprocessing_name: Optional[str] = None
+    image_size: Optional[int] = None
+    labels_offset: int = 0
+    use_grayscale: bool = False
+    num_readers: Optional[int] = None  # None: AUTOTUNE
+    num_preprocessing_threads: Optional[int] = None
+    seed: Optional[int] = None
+    shuffle_buffer_size: int = 2048
+    deterministic: bool = False
+    cache: bool = False
+
+    def __post_init__(self):
+        checks.check_at_least(1, batch_size=self.batch_size,
+                              shuffle_buffer_size=self.shuffle_buffer_size)
+        checks.check_at_least(1, unset='the network\'s default', image_size=self.image_size)
+        checks.check_at_least(1, unset='AUTOTUNE', num_readers=self.num_readers,
+                              num_preprocessing_threads=self.num_preprocessing_threads)
+        checks.check_at_least(0, labels_offset=self.labels_offset)
+        if self.dataset_dir and not self.dataset_name.startswith(
+                dataset_factory.TFDS_PREFIX):
+            paths.check_input_dir(self.dataset_dir, '--dataset_dir',
+                                  'convert the data first with download_and_convert_data.py '
+                                  'or pass the directory holding its TFRecords')
+
+
+@dataclasses.dataclass(frozen=True)
+class Assembly:
+    spec: dataset_factory.DatasetSpec
+    num_classes: int
+    image_shape: tuple
+    input_fn: object
+
+
+def classes_after_offset(dataset_classes: int, labels_offset: int) -> int:
+    num_classes = dataset_classes - labels_offset
+    if num_classes < 1:
+        raise UsageError(f'--labels_offset={labels_offset} leaves no classes of the '
+                         f'dataset\'s {dataset_classes}; lower it.')
+    return num_classes
+
+
+def image_channels(dataset_channels: int, use_grayscale: bool) -> int:
+    return 1 if use_grayscale else dataset_channels
+
+
+def preprocessing_family(preprocessing_name: Optional[str], network_spec) -> str:
+    """--preprocessing_name as a family; a model name (as slim accepted) means its family."""
+    if not preprocessing_name:
+        return network_spec.preprocessing_name
+    if (not preprocessing_factory.is_available(preprocessing_name)
+            and preprocessing_name in nets_factory.network_names()):
+        return nets_factory.get_spec(preprocessing_name).preprocessing_name
+    return preprocessing_name
+
+
+def assemble_data(data: DataConfig, is_training: bool) -> Assembly:
+    spec = dataset_factory.get_dataset(data.dataset_name, data.dataset_split_name,
+                                       data.dataset_dir, data.file_pattern)
+    network_spec = nets_factory.get_spec(data.model_name)
+    family = preprocessing_family(data.preprocessing_name, network_spec)
+    preprocess = preprocessing_factory.get_preprocessing(
+        family, is_training=is_training, use_grayscale=data.use_grayscale)
+    image_size = data.image_size or network_spec.default_image_size
+    # Inception training crops while decoding, guided by the record's boxes.
+    inception_training = is_training and family == 'inception'
+    num_classes = classes_after_offset(spec.num_classes, data.labels_offset)
+    try:
+        config = input_pipeline.InputConfig(
+            batch_size=data.batch_size, image_size=image_size, is_training=is_training,
+            labels_offset=data.labels_offset, num_readers=data.num_readers,
+            num_preprocessing_threads=data.num_preprocessing_threads, seed=data.seed,
+            shuffle_buffer_size=data.shuffle_buffer_size,
+            deterministic=data.deterministic, cache=data.cache, report_skipped=True,
+            num_classes=num_classes,
+            decode_in_preprocessing=inception_training, use_bboxes=inception_training)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    input_fn = input_pipeline.make_input_fn(spec, preprocess, config)
+    channels = image_channels(spec.image_shape[-1], data.use_grayscale)
+    return Assembly(spec, num_classes, (image_size, image_size, channels), input_fn)
+
+
+def _trains_quantization_aware(train_dir: str) -> bool:
+    """Whether the run writing train_dir has --quantize_delay (0 or more) in its
+    flags.txt."""
+    path = f'{train_dir.rstrip("/")}/{run_record.FLAGS_FILE}'
+    if not tf.io.gfile.exists(path):
+        return False
+    line = run_record.read_flags_file(path).get('quantize_delay', '')
+    try:
+        return int(line.split('=', 1)[1]) >= 0
+    except (IndexError, ValueError):
+        return False
+
+
+def quantize_if_trained_so(network, checkpoint_path: Optional[str], quantize: bool):
+    """Gives an evaluated or exported network fake quantization when its checkpoint is
+    quantization-aware (holds activation ranges), as int8 kernels will compute it.
+
+    quantize (slim's --quantize) insists: a float checkpoint is then an error. A train
+    dir still without checkpoints (continuous evaluation) is judged by its flags.txt.
+    """
+    checkpoint = None
+    # A prefix, or a directory with checkpoints (not one the training has yet to make).
+    if checkpoint_path and (tf.io.gfile.exists(checkpoint_path + '.index')
+                            or tf.train.latest_checkpoint(checkpoint_path)):
+        checkpoint = checkpoints.resolve_checkpoint(checkpoint_path)
+    aware = (quantization.is_quantization_aware(checkpoint) if checkpoint is not None
+             else bool(checkpoint_path) and _trains_quantization_aware(checkpoint_path))
+    if quantize and checkpoint is not None and not aware:
+        raise UsageError(f'--quantize: checkpoint {checkpoint} holds no quantization '
+                         f'ranges (it was not trained with --quantize_delay); drop '
+                         f'--quantize, or train with --quantize_delay first.')
+    if aware or quantize:
+        quantization.enable(network, quantization.QuantizationParams())
+        logging.info('Quantization-aware checkpoint: fake quantization on (as int8).')

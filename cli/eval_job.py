@@ -1,0 +1,114 @@
+"""The evaluation job: exact passes over a split, of one checkpoint or of each new one."""
+import dataclasses
+from typing import Optional
+
+from absl import logging
+
+from cli import run_record
+from cli.assembly import DataConfig, assemble_data, quantize_if_trained_so
+from core import checks, paths
+from core.errors import UsageError
+from datasets import dataset_factory, dataset_utils
+from deployment import model_deploy
+from nets import nets_factory
+from training import checkpoint_watch, checkpoints, eval_loop
+
+
+def _class_names(data: DataConfig, num_classes: int) -> list:
+    """The model's class names: labels.txt in --dataset_dir, else the dataset's own,
+    shifted by --labels_offset; a class without a name is its number."""
+    names = (dataset_utils.read_label_file(data.dataset_dir)
+             if data.dataset_dir and dataset_utils.has_labels(data.dataset_dir)
+             else dataset_factory.get_info(data.dataset_name, data.dataset_dir)
+             .labels_to_names())
+    return [names.get(i + data.labels_offset, str(i)) for i in range(num_classes)]
+
+
+def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
+             max_num_batches: Optional[int] = None, use_moving_averages: bool = False, *,
+             top_k=eval_loop.DEFAULT_TOP_K,
+             watch: Optional[checkpoint_watch.WatchConfig] = None,
+             deployment: Optional[model_deploy.DeploymentConfig] = None,
+             quantize: bool = False):
+    """Exact passes over the split: of one checkpoint, or with `watch` of each new
+    checkpoint of the train_dir checkpoint_path until the training's last (see
+    checkpoint_watch.watch_checkpoints). Prints and writes Accuracy, the top_k recalls,
+    per-class accuracy and the confusion matrix; records the best checkpoint. Weights
+    are the raw ones, or their moving averages with use_moving_averages. With
+    deployment, evaluates over its clones, data.batch_size examples each. Returns the
+    last metrics. A quantization-aware checkpoint (or quantize, slim's --quantize) is
+    evaluated with fake quantization on, as its int8 export computes."""
+    if not checkpoint_path:
+        raise UsageError('No checkpoint given; pass --checkpoint_path=<train_dir or '
+                         'checkpoint prefix>.')
+    checks.check_at_least(1, unset='the whole split', max_num_batches=max_num_batches)
+    paths.check_output_dir(eval_dir, '--eval_dir')
+    if watch is not None:
+        checkpoint_watch.check_train_dir(checkpoint_path)
+    # First: clones on CPU need the device split before TensorFlow starts.
+    strategy = model_deploy.create_strategy(deployment or model_deploy.from_flags())
+    batch_size = data.batch_size * strategy.num_replicas_in_sync
+    assembly = assemble_data(dataclasses.replace(data, batch_size=batch_size),
+                              is_training=False)
+    with strategy.scope():
+        network = nets_factory.get_network_fn(data.model_name, assembly.num_classes)
+        quantize_if_trained_so(network, checkpoint_path, quantize)
+        network.build(assembly.image_shape)
+    evaluator = eval_loop.Evaluator(network, num_classes=assembly.num_classes,
+                                    top_k=top_k, strategy=strategy)
+    class_names = _class_names(data, assembly.num_classes)
+    split_size = assembly.spec.num_samples
+
+    def evaluate_checkpoint(checkpoint):
+        with strategy.scope():
+            global_step = checkpoints.restore_network(
+                network, checkpoint, use_moving_averages=use_moving_averages)
+        metrics = evaluator.evaluate(assembly.input_fn(None), batch_size=batch_size,
+                                     num_examples=split_size,
+                                     max_num_batches=max_num_batches)
+        metrics['split_num_examples'] = split_size
+        accounted = metrics['num_examples'] + metrics['num_unreadable']
+        if max_num_batches is None and accounted != split_size:
+            logging.warning('The split should hold %d examples; %d were read and %d could '
+                            'not be decoded (a damaged shard ends at the damage).',
+                            split_size, metrics['num_examples'], metrics['num_unreadable'])
+        record = eval_loop.EvaluationRecord(
+            checkpoint=checkpoint, global_step=global_step, model_name=data.model_name,
+            dataset_name=data.dataset_name, split_name=data.dataset_split_name)
+        eval_loop.report(metrics, eval_dir, record, class_names)
+        # Following a training, keep the best: the training deletes old checkpoints.
+        eval_loop.update_best(eval_dir, metrics, record, keep_copy=watch is not None)
+        return metrics
+
+    if watch is None:
+        return evaluate_checkpoint(checkpoints.resolve_checkpoint(checkpoint_path))
+    same_evaluation = lambda entry: (  # noqa: E731
+        (entry.get('model_name'), entry.get('dataset_name'), entry.get('split_name'))
+        == (data.model_name, data.dataset_name, data.dataset_split_name))
+    done = eval_loop.evaluated_checkpoints(eval_dir, same_evaluation)
+    metrics = {}
+    for _, checkpoint in checkpoint_watch.watch_checkpoints(
+            checkpoint_path, watch, skip=done.__contains__,
+            final_step=lambda: run_record.recorded_max_steps(checkpoint_path)):
+        metrics = evaluate_checkpoint(checkpoint)
+    return metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationJob:
+    """Everything eval_image_classifier.py's flags ask for: evaluate()'s arguments."""
+    data: DataConfig
+    checkpoint_path: Optional[str]
+    eval_dir: str
+    max_num_batches: Optional[int] = None
+    use_moving_averages: bool = False
+    top_k: tuple = eval_loop.DEFAULT_TOP_K
+    watch: Optional[checkpoint_watch.WatchConfig] = None
+    deployment: Optional[model_deploy.DeploymentConfig] = None
+    quantize: bool = False
+
+
+def run(job: EvaluationJob):
+    return evaluate(job.data, job.checkpoint_path, job.eval_dir, job.max_num_batches,
+                    job.use_moving_averages, top_k=job.top_k, watch=job.watch,
+                    deployment=job.deployment, quantize=job.quantize)

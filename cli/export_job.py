@@ -1,0 +1,125 @@
+"""The export job: a (trained) network written in each format asked for, each checked
+against the network first."""
+import dataclasses
+from typing import Optional
+
+from absl import logging
+
+from cli.assembly import classes_after_offset, image_channels, preprocessing_family
+from cli.assembly import quantize_if_trained_so
+from core import checks, paths
+from core.errors import UsageError
+from datasets import dataset_factory, dataset_utils
+from export import exporter, parity, pipeline
+from nets import nets_factory
+from preprocessing import preprocessing_factory
+from training import checkpoints
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportConfig:
+    """Which model to export, from which weights, and the data its checks draw on.
+    What to write and how it is judged is an export.pipeline.ExportRequest."""
+    model_name: str
+    dataset_name: str
+    checkpoint_path: Optional[str] = None
+    # Parity images, int8 calibration images and labels.txt; None: seeded synthetic
+    # images and the dataset's built-in class names.
+    dataset_dir: Optional[str] = None
+    image_size: Optional[int] = None
+    is_video_model: bool = False
+    num_frames: Optional[int] = None  # video nets; default: the net's
+    labels_offset: int = 0
+    use_grayscale: bool = False
+    use_moving_averages: bool = False
+    preprocessing_name: Optional[str] = None
+    include_preprocessing: bool = False  # the 'serving_bytes' signature
+    parity_split_name: str = 'validation'
+    num_parity_examples: int = 64
+    calibration_split_name: str = 'train'
+    num_calibration_examples: int = 100
+    quantize: bool = False
+
+    def __post_init__(self):
+        checks.check_at_least(1, num_parity_examples=self.num_parity_examples,
+                              num_calibration_examples=self.num_calibration_examples)
+        checks.check_at_least(1, unset='the network\'s default', image_size=self.image_size,
+                              num_frames=self.num_frames)
+        checks.check_at_least(0, labels_offset=self.labels_offset)
+        if self.dataset_dir:
+            paths.check_input_dir(self.dataset_dir, '--dataset_dir',
+                                  'pass the converted dataset, or drop --dataset_dir for '
+                                  'synthetic parity images')
+
+
+def _export_input_shape(config: ExportConfig, network_spec, channels: int) -> tuple:
+    if (config.is_video_model or config.num_frames) and not network_spec.num_frames:
+        raise UsageError(f'{config.model_name} takes images, not clips; drop '
+                         f'--is_video_model and --num_frames.')
+    size = config.image_size or network_spec.default_image_size
+    frames = config.num_frames or network_spec.num_frames
+    return (*((frames,) if frames else ()), size, size, channels)
+
+
+def export(config: ExportConfig, request: pipeline.ExportRequest):
+    """Writes every format of request for a (trained) network, each checked against the
+    network in process first; returns the parity results."""
+    if config.quantize and not config.checkpoint_path:
+        raise UsageError('--quantize exports a quantization-aware checkpoint; pass its '
+                         '--checkpoint_path (a run trained with --quantize_delay).')
+    info = dataset_factory.get_info(config.dataset_name, config.dataset_dir)
+    network_spec = nets_factory.get_spec(config.model_name)
+    num_classes = classes_after_offset(info.num_classes, config.labels_offset)
+    channels = image_channels(info.image_shape[-1], config.use_grayscale)
+    input_shape = _export_input_shape(config, network_spec, channels)
+    is_video = len(input_shape) == 4
+    if is_video and config.include_preprocessing:
+        raise UsageError('--include_preprocessing decodes images; video nets take '
+                         'preprocessed clips only: drop it.')
+    network = nets_factory.get_network_fn(config.model_name, num_classes)
+    quantize_if_trained_so(network, config.checkpoint_path, config.quantize)
+    network.build(input_shape)
+    if config.checkpoint_path:
+        checkpoints.restore_network(network, config.checkpoint_path,
+                                    use_moving_averages=config.use_moving_averages)
+    else:
+        logging.warning('No --checkpoint_path: exporting freshly initialised weights.')
+    preprocess = None
+    if not is_video:
+        preprocess_image = preprocessing_factory.get_preprocessing(
+            preprocessing_family(config.preprocessing_name, network_spec),
+            use_grayscale=config.use_grayscale)
+        preprocess = lambda image: preprocess_image(image, *input_shape[:2])  # noqa: E731
+    class_names = (dataset_utils.read_label_file(config.dataset_dir)
+                   if config.dataset_dir and dataset_utils.has_labels(config.dataset_dir)
+                   else info.labels_to_names())
+    serving = exporter.ServingInfo(
+        input_shape=input_shape, labels_offset=config.labels_offset,
+        class_names=class_names, decode_channels=info.image_shape[-1],
+        preprocess=preprocess if config.include_preprocessing else None)
+
+    def examples(split_name, count):
+        spec = (dataset_factory.get_dataset(config.dataset_name, split_name,
+                                            config.dataset_dir)
+                if config.dataset_dir and not is_video else None)
+        synthetic_shape = info.image_shape if None not in info.image_shape else None
+        return parity.load_examples(count, input_shape, preprocess=preprocess,
+                                    decode_channels=info.image_shape[-1], spec=spec,
+                                    synthetic_image_shape=synthetic_shape)
+
+    return pipeline.export(
+        network, serving, request,
+        examples(config.parity_split_name, config.num_parity_examples),
+        calibration=lambda: examples(config.calibration_split_name,
+                                     config.num_calibration_examples).images)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportJob:
+    """Everything export_inference_graph.py's flags ask for."""
+    config: ExportConfig
+    request: pipeline.ExportRequest
+
+
+def run(job: ExportJob):
+    return export(job.config, job.request)

@@ -1,0 +1,138 @@
+"""The training job: train_image_classifier.py's flags, as configs, to a Trainer."""
+import dataclasses
+from typing import Optional
+
+from absl import logging
+import tensorflow as tf
+
+from cli import run_record
+from cli.assembly import DataConfig
+from cli.assembly import assemble_data as _assemble_data
+from core import checks, seeding
+from core.errors import DataError, UsageError
+from datasets import input_pipeline
+from deployment import model_deploy
+from deployment import plan as deployment_plan
+from nets import nets_factory, quantization
+from training import checkpoints, learning_rate, optimizers, train_loop
+
+
+def _describe_schedule(schedule: learning_rate.LearningRateSchedule,
+                       batch_size: int) -> str:
+    """The resolved schedule in steps, e.g. '0.1, cosine to 0.0001 over 900 steps after
+    100 warmup steps; 50 steps per epoch (batch 32 per replica)'."""
+    config = schedule.config
+    decay_type = config.learning_rate_decay_type
+    text = f'{config.learning_rate:g}, {decay_type}'
+    if decay_type in ('cosine', 'polynomial'):
+        text += f' to {config.end_learning_rate:g} over {schedule.decay_steps} steps'
+    elif decay_type != 'fixed':
+        text += f' decay every {schedule.decay_steps} steps'
+    if schedule.warmup_steps:
+        text += f' after {schedule.warmup_steps:g} warmup steps'
+    # Slim counted epochs in per-replica batches; say so, since it sets the step counts.
+    return text + (f'; {schedule.steps_per_epoch:g} steps per epoch (batch {batch_size} '
+                   'per replica)')
+
+
+def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
+          config: train_loop.TrainConfig, optimizer_config: optimizers.OptimizerConfig,
+          learning_rate_config: learning_rate.LearningRateConfig, weight_decay: float,
+          quantize_delay: Optional[int] = None):
+    """Trains data.model_name on data; returns the Trainer. With quantize_delay (a
+    step; negative, as slim's -1, or None: off), quantization-aware from that step.
+
+    The Trainer holds the input iterator; a script keeps it until it exits (see
+    cli.guard.guarded) because destroying that iterator can stall.
+    """
+    checks.check_at_least(0, weight_decay=weight_decay)
+    if deployment.serves_only:  # a ps task, or a worker the chief schedules steps on
+        model_deploy.serve(deployment)
+        return None
+    # First: clones on CPU need the device split before TensorFlow starts.
+    plan = deployment_plan.create(deployment)
+    strategy = plan.strategy
+    if data.seed is not None:  # seeds weights, dropout and augmentation, not only data
+        seeding.seed_everything(data.seed)
+    assembly = _assemble_data(data, is_training=True)
+    learning_rate_fn = learning_rate.create_learning_rate_fn(
+        learning_rate_config, assembly.spec.num_samples, data.batch_size,
+        batches_per_update=deployment.gradients_per_update,
+        max_number_of_steps=config.max_number_of_steps)
+    with strategy.scope():
+        network = nets_factory.get_network_fn(data.model_name, assembly.num_classes,
+                                              weight_decay=weight_decay, is_training=True)
+        if quantize_delay is not None and quantize_delay >= 0:
+            quantization.enable(network, quantization.QuantizationParams(quantize_delay))
+            logging.info('Quantization-aware training: fake quantization from step %d.',
+                         quantize_delay)
+        optimizer = optimizers.create_optimizer(optimizer_config)
+    logging.info('Training %s on %s/%s (%d examples, %d classes) with %d replica(s).',
+                 data.model_name, data.dataset_name, data.dataset_split_name,
+                 assembly.spec.num_samples, assembly.num_classes,
+                 strategy.num_replicas_in_sync)
+    trainer = train_loop.Trainer(
+        plan=plan, network=network, optimizer=optimizer,
+        learning_rate_fn=learning_rate_fn, input_fn=assembly.input_fn,
+        image_shape=assembly.image_shape, config=config)
+    if plan.is_chief:
+        logging.info('%s', plan.describe(
+            batch_size=data.batch_size, train_dir=config.train_dir,
+            extra=[f'learning rate: {_describe_schedule(learning_rate_fn, data.batch_size)}',
+                   'variables:    ' + ', '.join(
+                       f'{count} on {device or "this process"}' for device, count in
+                       model_deploy.variable_placement(network.variables).items())]))
+    try:
+        trainer.train()
+    except tf.errors.InvalidArgumentError as error:
+        message = input_pipeline.data_error_message(error)
+        if message is None:
+            raise
+        trainer.save_now()  # the steps before the bad record are kept
+        raise DataError(message) from None
+    return trainer
+
+
+def dry_run_restore(data: DataConfig, config: train_loop.TrainConfig):
+    """Prints what training would restore from config.checkpoint_path; trains nothing.
+
+    Ends with the error training would give, if the restore cannot be done.
+    """
+    if not config.checkpoint_path:
+        raise UsageError('--dry_run_restore needs --checkpoint_path, the checkpoint to '
+                         'inspect.')
+    assembly = _assemble_data(data, is_training=True)
+    network = nets_factory.get_network_fn(data.model_name, assembly.num_classes,
+                                          is_training=True)
+    network.build(assembly.image_shape)
+    plan = checkpoints.plan_restore(network, config.checkpoint_path,
+                                    exclude_scopes=config.checkpoint_exclude_scopes)
+    print(plan.describe(verbose=True), flush=True)
+    plan.check(config.ignore_missing_vars, fine_tuning=True)
+    return plan
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingJob:
+    """Everything train_image_classifier.py's flags ask for (cli.configs builds it)."""
+    data: DataConfig
+    config: train_loop.TrainConfig
+    optimizer_config: optimizers.OptimizerConfig
+    learning_rate_config: learning_rate.LearningRateConfig
+    weight_decay: float
+    quantize_delay: Optional[int]  # None or negative: float training
+    flags_record: run_record.FlagsRecord  # the chief writes it to the train_dir
+    # None with dry_run_restore, which trains nothing (cluster flags are not read).
+    deployment: Optional[model_deploy.DeploymentConfig] = None
+    dry_run_restore: bool = False
+
+
+def run(job: TrainingJob):
+    """Trains as job says (its Trainer is returned), or only prints the restore plan."""
+    if job.dry_run_restore:
+        return dry_run_restore(job.data, job.config)
+    if job.deployment.is_chief and not job.deployment.serves_only:
+        run_record.write(job.config.train_dir, job.flags_record,
+                         job.config.max_number_of_steps)
+    return train(job.data, job.deployment, job.config, job.optimizer_config,
+                 job.learning_rate_config, job.weight_decay, quantize_delay=job.quantize_delay)

@@ -1,0 +1,100 @@
+"""Parsed flags -> each job's configs: fields read from same-named flags, the rest
+mapped, per-job defaults for flags left unset."""
+import dataclasses
+
+import pytest
+
+from cli import configs
+from cli import flags as cli_flags
+from cli.assembly import DataConfig
+from cli.export_job import ExportConfig
+from core.errors import UsageError
+from datasets import dataset_utils
+from export import pipeline
+from training import train_loop
+
+TRAIN, EVAL, EXPORT, CONVERT = cli_flags.SCRIPTS
+
+# Config fields without a flag of their name: mapped in cli.configs, or not flags.
+UNNAMED_FIELDS = [
+    (TRAIN, train_loop.TrainConfig, {'num_image_summaries'}),
+    (TRAIN, DataConfig, {'image_size'}),
+    (EVAL, DataConfig, {'image_size', 'seed'}),
+    (EXPORT, ExportConfig, {'use_moving_averages'}),
+    (EXPORT, pipeline.ExportRequest, {'targets', 'training_graph', 'float_tolerance',
+                                      'labels_dir'}),
+    (CONVERT, dataset_utils.ConvertOptions, set()),
+]
+
+
+@pytest.mark.parametrize('script, config_class, unnamed', UNNAMED_FIELDS)
+def test_config_fields_come_from_flags_of_their_name(script, config_class, unnamed,
+                                                     script_flags):
+    values, _ = script_flags(script)
+    fields = {field.name for field in dataclasses.fields(config_class)}
+    assert fields - set(values) == unnamed
+
+
+def test_training_job(parsed, tmp_path):
+    job = configs.training_from_flags(parsed(
+        TRAIN, f'--train_dir={tmp_path}', '--max_number_of_steps=7', '--steps_per_loop=3',
+        '--save_interval_secs=5', '--checkpoint_exclude_scopes=A/Logits,A/Aux',
+        '--optimizer=sgd', '--learning_rate=0.5', '--weight_decay=0.1',
+        '--quantize_delay=2', '--moving_average_decay=0.99', '--num_clones=2',
+        '--clone_on_cpu'))
+    assert (job.config.train_dir, job.config.max_number_of_steps,
+            job.config.steps_per_loop, job.config.save_interval_secs) == (
+                str(tmp_path), 7, 3, 5)
+    assert job.config.checkpoint_exclude_scopes == ('A/Logits', 'A/Aux')
+    assert job.config.moving_average_decay == 0.99
+    assert (job.optimizer_config.optimizer, job.learning_rate_config.learning_rate) == (
+        'sgd', 0.5)
+    assert (job.weight_decay, job.quantize_delay) == (0.1, 2)
+    assert job.deployment.num_clones == 2 and not job.dry_run_restore
+    # Unset: TF-Slim's training defaults.
+    assert (job.data.batch_size, job.config.batch_size) == (32, 32)
+    assert (job.data.dataset_name, job.data.dataset_split_name) == ('imagenet', 'train')
+
+
+def test_a_dry_run_reads_no_cluster(parsed, tmp_path):
+    job = configs.training_from_flags(parsed(
+        TRAIN, f'--train_dir={tmp_path}', '--dry_run_restore', '--sync_replicas'))
+    assert job.dry_run_restore and job.deployment is None
+
+
+def test_scopes_with_spaces_name_the_fix(parsed, tmp_path):
+    with pytest.raises(UsageError, match='--trainable_scopes=A,B'):
+        configs.training_from_flags(parsed(TRAIN, f'--train_dir={tmp_path}',
+                                           '--trainable_scopes=A, B'))
+
+
+def test_evaluation_job(parsed, tmp_path):
+    job = configs.evaluation_from_flags(parsed(
+        EVAL, '--checkpoint_path=/ckpt', f'--eval_dir={tmp_path}', '--top_k=1,3',
+        '--moving_average_decay=0.5', '--quantize', '--eval_image_size=40'))
+    assert (job.checkpoint_path, job.eval_dir, job.top_k) == ('/ckpt', str(tmp_path), (1, 3))
+    assert job.use_moving_averages and job.quantize and job.watch is None
+    assert (job.data.batch_size, job.data.dataset_split_name, job.data.image_size) == (
+        100, 'test', 40)
+    with pytest.raises(UsageError, match='--eval_image_size=0'):
+        configs.evaluation_from_flags(parsed(EVAL, '--eval_image_size=0'))
+
+
+def test_export_job(parsed, tmp_path):
+    job = configs.export_from_flags(parsed(
+        EXPORT, f'--export_dir={tmp_path}', '--export_format=graphdef', '--is_training',
+        '--parity_tolerance=0.01', '--model_name=lenet', '--num_frames=4'))
+    assert job.request.targets == {'graphdef': f'{tmp_path}/inference_graph.pb'}
+    assert job.request.training_graph and job.request.float_tolerance == 0.01
+    assert job.request.labels_dir == str(tmp_path) and job.request.batch_size is None
+    assert (job.config.model_name, job.config.dataset_name, job.config.num_frames) == (
+        'lenet', 'imagenet', 4)
+    assert not job.config.use_moving_averages
+
+
+def test_conversion(parsed, tmp_path):
+    conversion = configs.conversion_from_flags(parsed(
+        CONVERT, f'--dataset_dir={tmp_path}', '--train_shards=3', '--keep_archives'))
+    assert conversion.dataset_name is None  # download_and_convert asks for one
+    assert conversion.options == dataset_utils.ConvertOptions(keep_archives=True,
+                                                              train_shards=3)
