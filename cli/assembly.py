@@ -119,9 +119,11 @@ def _trains_quantization_aware(train_dir: str) -> bool:
         return False
 
 
-def quantize_if_trained_so(network, checkpoint_path: Optional[str], quantize: bool):
-    """Gives an evaluated or exported network fake quantization when its checkpoint is
-    quantization-aware (holds activation ranges), as int8 kernels will compute it.
+def quantization_of(checkpoint_path: Optional[str],
+                    quantize: bool) -> Optional[quantization.QuantizationParams]:
+    """The fake quantization an evaluated or exported network is built with: on when its
+    checkpoint is quantization-aware (holds activation ranges), as int8 kernels will
+    compute it; None for a float checkpoint.
 
     quantize (slim's --quantize) insists: a float checkpoint is then an error. A train
     dir still without checkpoints (continuous evaluation) is judged by its flags.txt.
@@ -137,6 +139,7 @@ def quantize_if_trained_so(network, checkpoint_path: Optional[str], quantize: bo
         raise UsageError(f'--quantize: checkpoint {checkpoint} holds no quantization '
                          f'ranges (it was not trained with --quantize_delay); drop '
                          f'--quantize, or train with --quantize_delay first.')
-    if aware or quantize:
-        quantization.enable(network, quantization.QuantizationParams())
-        logging.info('Quantization-aware checkpoint: fake quantization on (as int8).')
+    if not (aware or quantize):
+        return None
+    logging.info('Quantization-aware checkpoint: fake quantization on (as int8).')
+    return quantization.QuantizationParams()

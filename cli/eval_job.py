@@ -5,7 +5,7 @@ from typing import Optional
 from absl import logging
 
 from cli import run_record
-from cli.assembly import DataConfig, assemble_data, quantize_if_trained_so
+from cli.assembly import DataConfig, assemble_data, quantization_of
 from core import checks, paths
 from core.errors import UsageError
 from datasets import dataset_factory, dataset_utils
@@ -51,8 +51,9 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
     assembly = assemble_data(dataclasses.replace(data, batch_size=batch_size),
                               is_training=False)
     with strategy.scope():
-        network = nets_factory.get_network_fn(data.model_name, assembly.num_classes)
-        quantize_if_trained_so(network, checkpoint_path, quantize)
+        network = nets_factory.get_network_fn(
+            data.model_name, assembly.num_classes,
+            quantization=quantization_of(checkpoint_path, quantize))
         network.build(assembly.image_shape)
     evaluator = eval_loop.Evaluator(network, num_classes=assembly.num_classes,
                                     top_k=top_k, strategy=strategy)

@@ -6,7 +6,7 @@ from typing import Optional
 from absl import logging
 
 from cli.assembly import classes_after_offset, image_channels, preprocessing_family
-from cli.assembly import quantize_if_trained_so
+from cli.assembly import quantization_of
 from core import checks, paths
 from core.errors import UsageError
 from datasets import dataset_factory, dataset_utils
@@ -76,8 +76,9 @@ def export(config: ExportConfig, request: pipeline.ExportRequest):
     if is_video and config.include_preprocessing:
         raise UsageError('--include_preprocessing decodes images; video nets take '
                          'preprocessed clips only: drop it.')
-    network = nets_factory.get_network_fn(config.model_name, num_classes)
-    quantize_if_trained_so(network, config.checkpoint_path, config.quantize)
+    network = nets_factory.get_network_fn(
+        config.model_name, num_classes,
+        quantization=quantization_of(config.checkpoint_path, config.quantize))
     network.build(input_shape)
     if config.checkpoint_path:
         checkpoints.restore_network(network, config.checkpoint_path,

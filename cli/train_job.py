@@ -60,10 +60,12 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
         batches_per_update=deployment.gradients_per_update,
         max_number_of_steps=config.max_number_of_steps)
     with strategy.scope():
-        network = nets_factory.get_network_fn(data.model_name, assembly.num_classes,
-                                              weight_decay=weight_decay, is_training=True)
-        if quantize_delay is not None and quantize_delay >= 0:
-            quantization.enable(network, quantization.QuantizationParams(quantize_delay))
+        quantization_aware = quantize_delay is not None and quantize_delay >= 0
+        network = nets_factory.get_network_fn(
+            data.model_name, assembly.num_classes, weight_decay=weight_decay,
+            is_training=True, quantization=(quantization.QuantizationParams(quantize_delay)
+                                            if quantization_aware else None))
+        if quantization_aware:
             logging.info('Quantization-aware training: fake quantization from step %d.',
                          quantize_delay)
         optimizer = optimizers.create_optimizer(optimizer_config)

@@ -16,24 +16,27 @@ class CifarNet(Network):
 
     def __init__(self, num_classes: int = 10, *, weight_decay: float = 0.004,
                  is_training: bool = False, dropout_keep_prob: float = 0.5,
-                 scope: str = 'CifarNet'):
-        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training)
+                 scope: str = 'CifarNet', spec=None, quantization=None):
+        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
+                         spec=spec, quantization=quantization)
         self.dropout_keep_prob = dropout_keep_prob
         # As slim's cifarnet_arg_scope: only the hidden fc layers are weight-decayed.
-        conv = dict(weights_initializer=layers.truncated_normal_initializer(5e-2))
+        conv = dict(weights_initializer=layers.truncated_normal_initializer(5e-2),
+                    quantization=self.quantization)
         fc = dict(weights_initializer=layers.truncated_normal_initializer(0.04),
                   biases_initializer=layers.constant_initializer(0.1),
-                  weight_decay=weight_decay)
+                  weight_decay=weight_decay, quantization=self.quantization)
         self.conv1 = layers.Conv2D('conv1', 64, 5, **conv)
         self.conv2 = layers.Conv2D('conv2', 64, 5, **conv)
         self.fc3 = layers.FullyConnected('fc3', 384, **fc)
         self.fc4 = layers.FullyConnected('fc4', 192, **fc)
         self.logits = (layers.FullyConnected(
             'logits', num_classes, activation=None,
-            weights_initializer=layers.truncated_normal_initializer(1 / 192.0))
+            weights_initializer=layers.truncated_normal_initializer(1 / 192.0),
+            quantization=self.quantization)
             if num_classes else None)
 
-    def forward(self, images, *, training):
+    def forward(self, images, *, training, random_generator=None):
         end_points = {}
         net = end_points['conv1'] = self.conv1(images, training=training)
         net = end_points['pool1'] = layers.max_pool(net, 2, 2)
@@ -43,7 +46,8 @@ class CifarNet(Network):
         net = end_points['pool2'] = layers.max_pool(net, 2, 2)
         net = end_points['Flatten'] = layers.flatten(net)
         net = end_points['fc3'] = self.fc3(net, training=training)
-        net = layers.dropout(net, self.dropout_keep_prob, training=training)
+        net = layers.dropout(net, self.dropout_keep_prob, training=training,
+                             random_generator=random_generator)
         net = end_points['fc4'] = self.fc4(net, training=training)
         if not self.num_classes:
             return net, end_points

@@ -1,5 +1,6 @@
 """What the Inception family shares: slim's inception_arg_scope batch norm, branches
-described as data, and the small-input kernel reduction.
+described as data, the stem of v3 and Inception-ResNet-v2, the auxiliary head of v4
+and Inception-ResNet-v2, and the skeleton of v1 and v2 (`StemAndBlocksNet`).
 
 A branch is a list of layer specs, applied in order:
     ('conv', name, depth, kernel[, stride, padding])
@@ -8,25 +9,28 @@ A branch is a list of layer specs, applied in order:
 A block (`Mixed`) runs its branches on one input and concatenates them on channels. A
 net turns a spec into a layer with `build_layer(spec, conv, default_padding)`, where
 `conv(name, depth, kernel, stride, padding)` makes its own conv (depth multiplier,
-batch norm, initialiser).
+batch norm, initialiser, quantization).
 """
 from typing import Callable
 
 import tensorflow as tf
 
-from nets import layers
-from nets.network import EndPoints
+from nets import heads, layers
+from nets.network import EndPoints, Network
 
 # slim's inception_arg_scope: batch norm decay 0.9997, epsilon 0.001, no gamma.
 BATCH_NORM = layers.BatchNormParams(decay=0.9997, epsilon=0.001, center=True, scale=False)
 
-
-def reduced_kernel_size(inputs, kernel_size):
-    """slim's _reduced_kernel_size_for_small_input: the kernel, capped by the map."""
-    height, width = inputs.shape[1:3]
-    if height is None or width is None:
-        return list(kernel_size)
-    return [min(height, kernel_size[0]), min(width, kernel_size[1])]
+# Inception v3's stem, which Inception-ResNet-v2 reuses (names and depths alike).
+STEM_299 = [
+    ('conv', 'Conv2d_1a_3x3', 32, 3, 2, 'VALID'),
+    ('conv', 'Conv2d_2a_3x3', 32, 3, 1, 'VALID'),
+    ('conv', 'Conv2d_2b_3x3', 64, 3, 1, 'SAME'),
+    ('max', 'MaxPool_3a_3x3', 3, 2, 'VALID'),
+    ('conv', 'Conv2d_3b_1x1', 80, 1, 1, 'VALID'),
+    ('conv', 'Conv2d_4a_3x3', 192, 3, 1, 'VALID'),
+    ('max', 'MaxPool_5a_3x3', 3, 2, 'VALID'),
+]
 
 
 class Pool:
@@ -94,25 +98,10 @@ def forward_through(end_point_layers, inputs, *, final_endpoint, training):
     end_points = EndPoints(final_endpoint)
     net = inputs
     for name, layer in end_point_layers:
-        net = apply(layer, net, training=training)
+        net = layers.apply(layer, net, training=training)
         if end_points.add(name, net):
             return net, end_points
     raise end_points.unknown_final_endpoint()
-
-
-def apply(layer, inputs, *, training):
-    """Calls a module with `training`, a plain callable (pool) without."""
-    return layer(inputs, training=training) if isinstance(layer, layers.Module) \
-        else layer(inputs)
-
-
-def whole_map_average(net):
-    """slim's final pooling in v4 and Inception-ResNet-v2: an average over the whole
-    feature map, a mean when its size is unknown. [batch, 1, 1, depth]."""
-    kernel = net.shape[1:3]
-    if kernel.is_fully_defined():
-        return layers.avg_pool(net, kernel.as_list(), 2, 'VALID')
-    return tf.reduce_mean(net, [1, 2], keepdims=True, name='global_pool')
 
 
 class AuxHead(layers.Module):
@@ -146,3 +135,52 @@ class AuxHead(layers.Module):
                              f'map, got {kernel.as_list()}: a net takes one input size.')
         net = layers.flatten(self.conv_2a(net, training=training))
         return self.logits(net, training=training)
+
+
+class StemAndBlocksNet(Network):
+    """Inception v1 and v2: layers in a row, each an end point (the root block, which
+    `include_root_block=False` leaves out, then blocks), then a pool and slim's conv
+    classifier (nets/heads.py) under 'Logits'. A subclass fills `self.end_point_layers`
+    and implements `_pool(features) -> (end point name, pooled)`."""
+
+    default_final_endpoint = 'Mixed_5c'
+    pre_logits_endpoint = False  # v2 records the dropout's output as 'PreLogits'
+
+    def __init__(self, num_classes, *, scope, is_training, weight_decay, dropout_keep_prob,
+                 spatial_squeeze, global_pool, logits_name, spec, quantization):
+        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
+                         spec=spec, quantization=quantization)
+        self.weight_decay = weight_decay
+        self.dropout_keep_prob = dropout_keep_prob
+        self.spatial_squeeze = spatial_squeeze
+        self.global_pool = global_pool
+        self.end_point_layers = []  # (end point, layer), filled by the subclass
+        self.logits = None
+        if num_classes:
+            self.logits = layers.Conv2D(
+                logits_name, num_classes, 1, activation=None,
+                weights_initializer=layers.variance_scaling_initializer(),
+                weight_decay=weight_decay, quantization=self.quantization)
+
+    def _pool(self, features):
+        raise NotImplementedError
+
+    def forward_base(self, images, *, final_endpoint, training):
+        return forward_through(self.end_point_layers, images, final_endpoint=final_endpoint,
+                               training=training)
+
+    def forward(self, images, *, training, random_generator=None):
+        net, end_points = self.forward_base(images, final_endpoint='Mixed_5c',
+                                            training=training)
+        output = heads.conv_classifier(
+            net, self.logits, end_points, pool=self._final_pool,
+            dropout_keep_prob=self.dropout_keep_prob, training=training,
+            random_generator=random_generator, spatial_squeeze=self.spatial_squeeze,
+            pre_logits=self.pre_logits_endpoint)
+        return output, end_points
+
+    def _final_pool(self, features):
+        if self.global_pool:
+            return 'global_pool', tf.reduce_mean(features, [1, 2], keepdims=True,
+                                                 name='global_pool')
+        return self._pool(features)

@@ -23,9 +23,9 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
-from nets import inception_blocks, layers
-from nets.inception_blocks import BATCH_NORM
-from nets.inception_v3 import STEM  # the same seven layers, names and depths
+from nets import heads, inception_blocks, layers
+from nets.atrous import AtrousSchedule
+from nets.inception_blocks import BATCH_NORM, STEM_299
 from nets.network import EndPoints, Network
 from nets.registry import register_network
 
@@ -80,6 +80,7 @@ REPEATS = {
     '8x8': ('Repeat_2', 'block8', 9, 0.20, 2080, BLOCK8),
 }
 OUTPUT_STRIDES = (8, 16)
+STRIDE_BEFORE_MIXED_6A = 8  # the stem's Conv2d_1a_3x3, MaxPool_3a_3x3 and MaxPool_5a_3x3
 # The last end point an output stride of 8 reaches (as far as slim supports it).
 LAST_ENDPOINT_AT_STRIDE_8 = 'PreAuxLogits'
 
@@ -117,14 +118,18 @@ class InceptionResnetV2(Network):
                  is_training: bool = False, dropout_keep_prob: float = 0.8,
                  create_aux_logits: bool = True, activation_fn: Optional[Callable] = tf.nn.relu,
                  output_stride: int = 16, align_feature_maps: bool = False,
-                 scope: str = 'InceptionResnetV2'):
-        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training)
+                 scope: str = 'InceptionResnetV2', spec=None, quantization=None):
+        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
+                         spec=spec, quantization=quantization)
         if output_stride not in OUTPUT_STRIDES:
             raise ValueError(f'output_stride must be 8 or 16, got {output_stride!r}.')
         self.dropout_keep_prob = dropout_keep_prob
         self.weight_decay = weight_decay
         self.output_stride = output_stride
-        atrous = output_stride == 8
+        # At output stride 8, Mixed_6a keeps the resolution and the 17x17 blocks dilate.
+        schedule = AtrousSchedule(output_stride, current_stride=STRIDE_BEFORE_MIXED_6A)
+        mixed_6a_stride, _ = schedule.place(2)
+        block17_rate = schedule.rate
 
         def aligned(spec):
             return _aligned(spec, align_feature_maps)
@@ -140,13 +145,14 @@ class InceptionResnetV2(Network):
                                      rate) for i in range(1, count + 1)])
 
         # (end point or None, layer), in order.
-        self.blocks = [(spec[1], inception_blocks.build_layer(aligned(spec), self._conv))
-                       for spec in STEM]
+        self.blocks = [(layer_spec[1],
+                        inception_blocks.build_layer(aligned(layer_spec), self._conv))
+                       for layer_spec in STEM_299]
         self.blocks += [
             ('Mixed_5b', mixed('Mixed_5b', MIXED_5B)),
             (None, repeat('35x35')),
-            ('Mixed_6a', mixed('Mixed_6a', _mixed_6a(1 if atrous else 2))),
-            ('PreAuxLogits', repeat('17x17', rate=2 if atrous else 1)),
+            ('Mixed_6a', mixed('Mixed_6a', _mixed_6a(mixed_6a_stride))),
+            ('PreAuxLogits', repeat('17x17', rate=block17_rate)),
             ('Mixed_7a', mixed('Mixed_7a', MIXED_7A)),
             (None, repeat('8x8')),
             (None, self._residual_block('Block8', BLOCK8, 2080, 1.0, None)),
@@ -162,19 +168,22 @@ class InceptionResnetV2(Network):
     def _conv(self, name, depth, kernel, stride=1, padding='SAME', rate=1):
         # slim's inception_resnet_v2_arg_scope: batch norm, ReLU, Xavier weights.
         return layers.Conv2D(name, depth, kernel, stride=stride, padding=padding, rate=rate,
-                             normalizer=BATCH_NORM, weight_decay=self.weight_decay)
+                             normalizer=BATCH_NORM, weight_decay=self.weight_decay,
+                             quantization=self.quantization)
 
     def _fully_connected(self, name):
         return layers.FullyConnected(name, self.num_classes, activation=None,
                                      weight_decay=self.weight_decay,
-                                     biases_weight_decay=self.weight_decay)
+                                     biases_weight_decay=self.weight_decay,
+                                     quantization=self.quantization)
 
     def _residual_block(self, name, branches, depth, scale, activation, rate=1):
         def conv(*args):
             return self._conv(*args, rate=rate)
         up = layers.Conv2D('Conv2d_1x1', depth, 1, activation=None,
                            weight_decay=self.weight_decay,
-                           biases_weight_decay=self.weight_decay)
+                           biases_weight_decay=self.weight_decay,
+                           quantization=self.quantization)
         return ResidualBlock(name, branches, scale=scale, activation=activation, conv=conv,
                              up=up)
 
@@ -185,24 +194,25 @@ class InceptionResnetV2(Network):
             if name == 'Mixed_7a' and self.output_stride == 8:
                 raise ValueError(f'output_stride=8 reaches {LAST_ENDPOINT_AT_STRIDE_8!r} '
                                  f'at most (as in TF-Slim); asked for {final_endpoint!r}.')
-            net = inception_blocks.apply(layer, net, training=training)
+            net = layers.apply(layer, net, training=training)
             if name and end_points.add(name, net):
                 return net, end_points
         raise end_points.unknown_final_endpoint()
 
-    def forward(self, images, *, training):
+    def forward(self, images, *, training, random_generator=None):
         net, end_points = self.forward_base(images, final_endpoint='Conv2d_7b_1x1',
                                             training=training)
         if self.aux_head is not None:
             end_points['AuxLogits'] = self.aux_head(end_points['PreAuxLogits'],
                                                     training=training)
         with tf.name_scope('Logits'):  # op names as slim's ('InceptionResnetV2/Logits/...')
-            net = end_points['global_pool'] = inception_blocks.whole_map_average(net)
+            net = end_points['global_pool'] = heads.whole_map_average(net)
             if not self.num_classes:
                 return net, end_points
             net = layers.flatten(net)
             net = end_points['PreLogitsFlatten'] = layers.dropout(
-                net, self.dropout_keep_prob, training=training)
+                net, self.dropout_keep_prob, training=training,
+                random_generator=random_generator)
             logits = end_points['Logits'] = self.logits(net, training=training)
             end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
         return logits, end_points

@@ -1,10 +1,8 @@
 """Inception v1 (GoogLeNet) as in TF-Slim (Szegedy et al. 2014, arXiv 1409.4842): a
 7x7/3x3 stem, nine Inception blocks of four branches (1x1; 1x1 then 3x3; 1x1 then 3x3;
 3x3 max pool then 1x1) described as data below, a 7x7 average pool and a 1x1-conv
-classifier. Every conv is batch-normalised (slim's inception_arg_scope).
-
-Also here: `StemAndBlocksNet`, the skeleton Inception v2 shares with v1 (end points in
-a row, then pool, dropout and 1x1-conv logits).
+classifier. Every conv is batch-normalised (slim's inception_arg_scope). The skeleton,
+`StemAndBlocksNet`, is shared with Inception v2 (nets/inception_blocks.py).
 
 slim's quirks kept: Mixed_5b's third branch names its 3x3 conv 'Conv2d_0a_3x3'; the
 base's convs start from a truncated normal of stddev 0.01, the logits from slim's
@@ -14,8 +12,7 @@ smaller than 224 need `global_pool=True` to classify).
 import tensorflow as tf
 
 from nets import inception_blocks, layers
-from nets.inception_blocks import BATCH_NORM
-from nets.network import Network
+from nets.inception_blocks import BATCH_NORM, StemAndBlocksNet
 from nets.registry import register_network
 
 
@@ -53,74 +50,22 @@ BLOCKS = [
 ]
 
 
-class StemAndBlocksNet(Network):
-    """Inception v1 and v2: layers in a row, each an end point (the root block, which
-    `include_root_block=False` leaves out, then blocks), then a pool, dropout and a
-    1x1-conv classifier under 'Logits'. A subclass fills `self.end_point_layers` and
-    implements `_pool(features) -> (end point name, pooled)`."""
-
-    default_final_endpoint = 'Mixed_5c'
-    pre_logits_endpoint = False  # v2 records the dropout's output as 'PreLogits'
-
-    def __init__(self, num_classes, *, scope, is_training, weight_decay, dropout_keep_prob,
-                 spatial_squeeze, global_pool, logits_name):
-        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training)
-        self.weight_decay = weight_decay
-        self.dropout_keep_prob = dropout_keep_prob
-        self.spatial_squeeze = spatial_squeeze
-        self.global_pool = global_pool
-        self.end_point_layers = []  # (end point, layer), filled by the subclass
-        self.logits = None
-        if num_classes:
-            self.logits = layers.Conv2D(
-                logits_name, num_classes, 1, activation=None,
-                weights_initializer=layers.variance_scaling_initializer(),
-                weight_decay=weight_decay)
-
-    def _pool(self, features):
-        raise NotImplementedError
-
-    def forward_base(self, images, *, final_endpoint, training):
-        return inception_blocks.forward_through(self.end_point_layers, images,
-                                                final_endpoint=final_endpoint,
-                                                training=training)
-
-    def forward(self, images, *, training):
-        net, end_points = self.forward_base(images, final_endpoint='Mixed_5c',
-                                            training=training)
-        with tf.name_scope('Logits'):  # slim's op names, e.g. 'InceptionV1/Logits/...'
-            if self.global_pool:
-                net = end_points['global_pool'] = tf.reduce_mean(
-                    net, [1, 2], keepdims=True, name='global_pool')
-            else:
-                name, net = self._pool(net)
-                end_points[name] = net
-            if not self.num_classes:
-                return net, end_points
-            net = layers.dropout(net, self.dropout_keep_prob, training=training)
-            if self.pre_logits_endpoint:
-                end_points['PreLogits'] = net
-            logits = self.logits(net, training=training)
-            if self.spatial_squeeze:
-                logits = tf.squeeze(logits, [1, 2], name='SpatialSqueeze')
-        end_points['Logits'] = logits
-        end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
-        return logits, end_points
-
-
 class InceptionV1(StemAndBlocksNet):
 
     def __init__(self, num_classes: int = 1000, *, weight_decay: float = 0.00004,
                  is_training: bool = False, dropout_keep_prob: float = 0.8,
                  spatial_squeeze: bool = True, global_pool: bool = False,
-                 include_root_block: bool = True, scope: str = 'InceptionV1'):
+                 include_root_block: bool = True, scope: str = 'InceptionV1',
+                 spec=None, quantization=None):
         super().__init__(num_classes, scope=scope, is_training=is_training,
                          weight_decay=weight_decay, dropout_keep_prob=dropout_keep_prob,
                          spatial_squeeze=spatial_squeeze, global_pool=global_pool,
-                         logits_name='Logits/Conv2d_0c_1x1')
+                         logits_name='Logits/Conv2d_0c_1x1', spec=spec,
+                         quantization=quantization)
         root = ROOT_BLOCK if include_root_block else []
-        self.end_point_layers += [(spec[1], inception_blocks.build_layer(spec, self._conv))
-                                  for spec in root]
+        self.end_point_layers += [
+            (layer_spec[1], inception_blocks.build_layer(layer_spec, self._conv))
+            for layer_spec in root]
         for name, description in BLOCKS:
             layer = (inception_blocks.build_layer(description, self._conv)
                      if isinstance(description, tuple)
@@ -131,7 +76,8 @@ class InceptionV1(StemAndBlocksNet):
         return layers.Conv2D(name, depth, kernel, stride=stride, padding=padding,
                              normalizer=BATCH_NORM,
                              weights_initializer=layers.truncated_normal_initializer(0.01),
-                             weight_decay=self.weight_decay)
+                             weight_decay=self.weight_decay,
+                             quantization=self.quantization)
 
     def _pool(self, features):
         height, width = features.shape[1:3]

@@ -1,8 +1,8 @@
 """Inception v2 (BN-Inception) as in TF-Slim (Ioffe and Szegedy 2015, arXiv 1502.03167):
-Inception v1's skeleton (`StemAndBlocksNet`) with a separable 7x7 first layer, blocks
-whose 5x5 branch is two 3x3 convs, strided reduction blocks (Mixed_4a, Mixed_5a) and
-batch norm on every other conv. `depth_multiplier` thins every conv (never below
-`min_depth`).
+Inception v1's skeleton (`StemAndBlocksNet`, nets/inception_blocks.py) with a separable
+7x7 first layer, blocks whose 5x5 branch is two 3x3 convs, strided reduction blocks
+(Mixed_4a, Mixed_5a) and batch norm on every other conv. `depth_multiplier` thins every
+conv (never below `min_depth`).
 
 slim's quirks kept:
 - the first layer, Conv2d_1a_7x7, is a separable conv with biases and no batch norm or
@@ -23,8 +23,8 @@ import functools
 import tensorflow as tf
 
 from nets import inception_blocks, layers
-from nets.inception_blocks import BATCH_NORM, reduced_kernel_size
-from nets.inception_v1 import StemAndBlocksNet
+from nets.heads import reduced_kernel_size
+from nets.inception_blocks import BATCH_NORM, StemAndBlocksNet
 from nets.registry import register_network
 
 
@@ -99,11 +99,13 @@ class InceptionV2(StemAndBlocksNet):
                  min_depth: int = 16, depth_multiplier: float = 1.0,
                  spatial_squeeze: bool = True, global_pool: bool = False,
                  use_separable_conv: bool = True, include_root_block: bool = True,
-                 data_format: str = 'NHWC', scope: str = 'InceptionV2'):
+                 data_format: str = 'NHWC', scope: str = 'InceptionV2', spec=None,
+                 quantization=None):
         super().__init__(num_classes, scope=scope, is_training=is_training,
                          weight_decay=weight_decay, dropout_keep_prob=dropout_keep_prob,
                          spatial_squeeze=spatial_squeeze, global_pool=global_pool,
-                         logits_name='Logits/Conv2d_1c_1x1')
+                         logits_name='Logits/Conv2d_1c_1x1', spec=spec,
+                         quantization=quantization)
         if depth_multiplier <= 0:
             raise ValueError('depth_multiplier is not greater than zero.')
         if data_format != 'NHWC':
@@ -114,8 +116,9 @@ class InceptionV2(StemAndBlocksNet):
             self.end_point_layers.append(
                 (FIRST_LAYER[0], self._first_layer(*FIRST_LAYER, use_separable_conv)))
             self.end_point_layers += [
-                (spec[1], inception_blocks.build_layer(spec, self._conv_with(stddev)))
-                for spec, stddev in zip(ROOT_BLOCK, _initializer_stddevs(ROOT_BLOCK))]
+                (layer_spec[1], inception_blocks.build_layer(layer_spec,
+                                                             self._conv_with(stddev)))
+                for layer_spec, stddev in zip(ROOT_BLOCK, _initializer_stddevs(ROOT_BLOCK))]
         self.end_point_layers += [(name, self._block(name, branches))
                                   for name, branches in BLOCKS]
 
@@ -124,7 +127,8 @@ class InceptionV2(StemAndBlocksNet):
                        else layers.truncated_normal_initializer(stddev))
         return layers.Conv2D(name, self._depth(depth), kernel, stride=stride,
                              padding=padding, normalizer=BATCH_NORM,
-                             weights_initializer=initializer, weight_decay=self.weight_decay)
+                             weights_initializer=initializer, weight_decay=self.weight_decay,
+                             quantization=self.quantization)
 
     def _conv_with(self, stddev):
         return functools.partial(self._conv, stddev=stddev)
@@ -136,7 +140,8 @@ class InceptionV2(StemAndBlocksNet):
         return layers.SeparableConv2D(
             name, self._depth(depth), kernel, stride=stride,
             depth_multiplier=min(self._depth(depth) // 3, 8),
-            weights_initializer=layers.truncated_normal_initializer(1.0))
+            weights_initializer=layers.truncated_normal_initializer(1.0),
+            quantization=self.quantization)
 
     def _block(self, name, branches):
         """inception_blocks.build_mixed, with each conv's initialiser (slim's stddevs)."""

@@ -1,6 +1,7 @@
-"""Inception v3 as in TF-Slim (Szegedy et al. 2015, arXiv 1512.00567): a VALID stem, then
-eleven Inception blocks whose branches are described as data below, an auxiliary head
-on Mixed_6e (built in both modes, as slim) and a 1x1-conv classifier.
+"""Inception v3 as in TF-Slim (Szegedy et al. 2015, arXiv 1512.00567): a VALID stem
+(`STEM_299`, shared with Inception-ResNet-v2), then eleven Inception blocks whose
+branches are described as data below, an auxiliary head on Mixed_6e (built in both
+modes, as slim) and a 1x1-conv classifier.
 
 slim's quirks kept: Mixed_5c's second branch is named 'Conv_1_0c_5x5'; the pooling
 kernels (final and auxiliary) shrink to the feature map for small inputs and the layer
@@ -10,8 +11,9 @@ from typing import Optional
 
 import tensorflow as tf
 
-from nets import inception_blocks, layers
-from nets.inception_blocks import BATCH_NORM, reduced_kernel_size
+from nets import heads, inception_blocks, layers
+from nets.heads import reduced_kernel_size
+from nets.inception_blocks import BATCH_NORM, STEM_299
 from nets.network import Network
 from nets.registry import register_network
 
@@ -55,15 +57,6 @@ def _mixed_7(second_3x1):
     ]
 
 
-STEM = [  # (end point, layer), VALID unless said
-    ('conv', 'Conv2d_1a_3x3', 32, 3, 2, 'VALID'),
-    ('conv', 'Conv2d_2a_3x3', 32, 3, 1, 'VALID'),
-    ('conv', 'Conv2d_2b_3x3', 64, 3, 1, 'SAME'),
-    ('max', 'MaxPool_3a_3x3', 3, 2, 'VALID'),
-    ('conv', 'Conv2d_3b_1x1', 80, 1, 1, 'VALID'),
-    ('conv', 'Conv2d_4a_3x3', 192, 3, 1, 'VALID'),
-    ('max', 'MaxPool_5a_3x3', 3, 2, 'VALID'),
-]
 BLOCKS = [
     ('Mixed_5b', _mixed_5(32)),
     ('Mixed_5c', _mixed_5(64, second_name='Conv_1_0c_5x5', first_name='Conv2d_0b_1x1')),
@@ -96,8 +89,10 @@ class InceptionV3(Network):
                  is_training: bool = False, dropout_keep_prob: float = 0.8,
                  min_depth: int = 16, depth_multiplier: float = 1.0,
                  spatial_squeeze: bool = True, create_aux_logits: bool = True,
-                 global_pool: bool = False, scope: str = 'InceptionV3'):
-        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training)
+                 global_pool: bool = False, scope: str = 'InceptionV3', spec=None,
+                 quantization=None):
+        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
+                         spec=spec, quantization=quantization)
         if depth_multiplier <= 0:
             raise ValueError('depth_multiplier is not greater than zero.')
         self.dropout_keep_prob = dropout_keep_prob
@@ -105,8 +100,9 @@ class InceptionV3(Network):
         self.global_pool = global_pool
         self.weight_decay = weight_decay
         self._depth = lambda d: max(int(d * depth_multiplier), min_depth)
-        self.stem = [(spec[1], inception_blocks.build_layer(spec, self._conv, 'VALID'))
-                     for spec in STEM]
+        self.stem = [(layer_spec[1],
+                      inception_blocks.build_layer(layer_spec, self._conv, 'VALID'))
+                     for layer_spec in STEM_299]
         self.blocks = [(name, inception_blocks.build_mixed(name, branches, self._conv))
                        for name, branches in BLOCKS]
         self.aux_conv_1b = self.aux_logits = self.logits = None
@@ -116,18 +112,19 @@ class InceptionV3(Network):
                 self.aux_logits = layers.Conv2D(
                     'AuxLogits/Conv2d_2b_1x1', num_classes, 1, activation=None,
                     weights_initializer=layers.truncated_normal_initializer(0.001),
-                    weight_decay=weight_decay)
+                    weight_decay=weight_decay, quantization=self.quantization)
                 self._aux_conv_2a = {}  # by the (input-dependent) kernel size
             self.logits = layers.Conv2D(
                 'Logits/Conv2d_1c_1x1', num_classes, 1, activation=None,
                 weights_initializer=layers.variance_scaling_initializer(),
-                weight_decay=weight_decay)
+                weight_decay=weight_decay, quantization=self.quantization)
 
     def _conv(self, name, depth, kernel, stride=1, padding='SAME', **options):
         options.setdefault('weights_initializer', layers.variance_scaling_initializer())
         return layers.Conv2D(name, self._depth(depth), kernel, stride=stride,
                              padding=padding, normalizer=BATCH_NORM,
-                             weight_decay=self.weight_decay, **options)
+                             weight_decay=self.weight_decay, quantization=self.quantization,
+                             **options)
 
     def forward_base(self, images, *, final_endpoint, training):
         return inception_blocks.forward_through(self.stem + self.blocks, images,
@@ -150,27 +147,25 @@ class InceptionV3(Network):
         return tf.squeeze(logits, [1, 2], name='SpatialSqueeze') if self.spatial_squeeze \
             else logits
 
-    def forward(self, images, *, training):
+    def forward(self, images, *, training, random_generator=None):
         net, end_points = self.forward_base(images, final_endpoint='Mixed_7c',
                                             training=training)
         if self.aux_logits is not None:
             end_points['AuxLogits'] = self._aux_head(end_points['Mixed_6e'], training)
+        output = heads.conv_classifier(
+            net, self.logits, end_points, pool=self._final_pool,
+            dropout_keep_prob=self.dropout_keep_prob, training=training,
+            random_generator=random_generator, spatial_squeeze=self.spatial_squeeze,
+            pre_logits=True)
+        return output, end_points
+
+    def _final_pool(self, features):
         if self.global_pool:
-            net = end_points['global_pool'] = tf.reduce_mean(net, [1, 2], keepdims=True,
-                                                             name='GlobalPool')
-        else:
-            net = end_points['AvgPool_1a'] = layers.avg_pool(
-                net, reduced_kernel_size(net, [8, 8]), 2, 'VALID')  # slim's default stride
-        if not self.num_classes:
-            return net, end_points
-        net = end_points['PreLogits'] = layers.dropout(net, self.dropout_keep_prob,
-                                                       training=training)
-        logits = self.logits(net, training=training)
-        if self.spatial_squeeze:
-            logits = tf.squeeze(logits, [1, 2], name='SpatialSqueeze')
-        end_points['Logits'] = logits
-        end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
-        return logits, end_points
+            return 'global_pool', tf.reduce_mean(features, [1, 2], keepdims=True,
+                                                 name='GlobalPool')
+        kernel = reduced_kernel_size(features, [8, 8])
+        with tf.name_scope('AvgPool_1a_{}x{}'.format(*kernel)):  # slim's stride: 2
+            return 'AvgPool_1a', layers.avg_pool(features, kernel, 2, 'VALID')
 
 
 @register_network('inception_v3', default_image_size=299, preprocessing_name='inception',

@@ -15,7 +15,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from nets import inception_blocks, layers
+from nets import heads, inception_blocks, layers
 from nets.inception_blocks import BATCH_NORM
 from nets.network import Network
 from nets.registry import register_network
@@ -94,12 +94,14 @@ class InceptionV4(Network):
 
     def __init__(self, num_classes: int = 1001, *, weight_decay: float = 0.00004,
                  is_training: bool = False, dropout_keep_prob: float = 0.8,
-                 create_aux_logits: bool = True, scope: str = 'InceptionV4'):
-        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training)
+                 create_aux_logits: bool = True, scope: str = 'InceptionV4', spec=None,
+                 quantization=None):
+        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
+                         spec=spec, quantization=quantization)
         self.dropout_keep_prob = dropout_keep_prob
         self.weight_decay = weight_decay
-        self.blocks = [(spec[1], inception_blocks.build_layer(spec, self._conv))
-                       for spec in STEM]
+        self.blocks = [(layer_spec[1], inception_blocks.build_layer(layer_spec, self._conv))
+                       for layer_spec in STEM]
         self.blocks += [(name, inception_blocks.build_mixed(name, branches, self._conv))
                         for name, branches in BLOCKS]
         self.aux_head = self.logits = None
@@ -114,28 +116,30 @@ class InceptionV4(Network):
         return layers.Conv2D(name, depth, kernel, stride=stride, padding=padding,
                              normalizer=BATCH_NORM,
                              weights_initializer=layers.variance_scaling_initializer(),
-                             weight_decay=self.weight_decay)
+                             weight_decay=self.weight_decay, quantization=self.quantization)
 
     def _fully_connected(self, name):
         return layers.FullyConnected(name, self.num_classes, activation=None,
-                                     weight_decay=self.weight_decay)
+                                     weight_decay=self.weight_decay,
+                                     quantization=self.quantization)
 
     def forward_base(self, images, *, final_endpoint, training):
         return inception_blocks.forward_through(self.blocks, images,
                                                 final_endpoint=final_endpoint,
                                                 training=training)
 
-    def forward(self, images, *, training):
+    def forward(self, images, *, training, random_generator=None):
         net, end_points = self.forward_base(images, final_endpoint='Mixed_7d',
                                             training=training)
         if self.aux_head is not None:
             end_points['AuxLogits'] = self.aux_head(end_points['Mixed_6h'],
                                                     training=training)
         with tf.name_scope('Logits'):  # op names as slim's ('InceptionV4/Logits/...')
-            net = end_points['global_pool'] = inception_blocks.whole_map_average(net)
+            net = end_points['global_pool'] = heads.whole_map_average(net)
             if not self.num_classes:
                 return net, end_points
-            net = layers.dropout(net, self.dropout_keep_prob, training=training)
+            net = layers.dropout(net, self.dropout_keep_prob, training=training,
+                                 random_generator=random_generator)
             net = end_points['PreLogitsFlatten'] = layers.flatten(net)
             logits = end_points['Logits'] = self.logits(net, training=training)
             end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')

@@ -11,18 +11,19 @@ class LeNet(Network):
 
     def __init__(self, num_classes: int = 10, *, weight_decay: float = 0.0,
                  is_training: bool = False, dropout_keep_prob: float = 0.5,
-                 scope: str = 'LeNet'):
-        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training)
+                 scope: str = 'LeNet', spec=None, quantization=None):
+        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
+                         spec=spec, quantization=quantization)
         self.dropout_keep_prob = dropout_keep_prob
         common = dict(weights_initializer=layers.truncated_normal_initializer(0.1),
-                      weight_decay=weight_decay)
+                      weight_decay=weight_decay, quantization=self.quantization)
         self.conv1 = layers.Conv2D('conv1', 32, 5, **common)
         self.conv2 = layers.Conv2D('conv2', 64, 5, **common)
         self.fc3 = layers.FullyConnected('fc3', 1024, **common)
         self.fc4 = (layers.FullyConnected('fc4', num_classes, activation=None, **common)
                     if num_classes else None)
 
-    def forward(self, images, *, training):
+    def forward(self, images, *, training, random_generator=None):
         end_points = {}
         net = end_points['conv1'] = self.conv1(images, training=training)
         net = end_points['pool1'] = layers.max_pool(net, 2, 2)
@@ -33,7 +34,8 @@ class LeNet(Network):
         if not self.num_classes:
             return net, end_points
         net = end_points['dropout3'] = layers.dropout(net, self.dropout_keep_prob,
-                                                      training=training)
+                                                      training=training,
+                                                      random_generator=random_generator)
         logits = end_points['Logits'] = self.fc4(net, training=training)
         end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
         return logits, end_points

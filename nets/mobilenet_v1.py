@@ -2,53 +2,31 @@
 13 depthwise-separable convs, each a depthwise 3x3 and a pointwise 1x1, every conv
 batch-normalised with ReLU6.
 
-Layers are data (`CONV_DEFS`); `depth_multiplier` thins every layer (never below
-`min_depth`); beyond `output_stride` strides turn into atrous rates of the depthwise
-convs; `use_explicit_padding` pads as SAME would at stride 1 and convolves VALID, so
-outputs do not depend on the input's parity.
+Layers are data (`CONV_DEFS`, records of nets/conv_defs.py); `depth_multiplier` thins
+every layer (never below `min_depth`); beyond `output_stride` strides turn into atrous
+rates of the depthwise convs (nets/atrous.py); `use_explicit_padding` pads as SAME would
+at stride 1 and convolves VALID, so outputs do not depend on the input's parity.
 """
-import dataclasses
 from typing import Optional, Sequence
 
 import tensorflow as tf
 
-from nets import layers
+from nets import heads, layers
+from nets.atrous import AtrousSchedule
+from nets.conv_defs import Conv, DepthSepConv
 from nets.network import EndPoints, Network
 from nets.registry import register_network
 
-
-@dataclasses.dataclass(frozen=True)
-class Conv:
-    kernel: int
-    stride: int
-    depth: int
-
-
-@dataclasses.dataclass(frozen=True)
-class DepthSepConv:
-    kernel: int
-    stride: int
-    depth: int
-
-
 CONV_DEFS = (
-    Conv(3, 2, 32),
-    DepthSepConv(3, 1, 64), DepthSepConv(3, 2, 128), DepthSepConv(3, 1, 128),
-    DepthSepConv(3, 2, 256), DepthSepConv(3, 1, 256), DepthSepConv(3, 2, 512),
-    *[DepthSepConv(3, 1, 512)] * 5,
-    DepthSepConv(3, 2, 1024), DepthSepConv(3, 1, 1024),
+    Conv(32, stride=2),
+    DepthSepConv(64), DepthSepConv(128, stride=2), DepthSepConv(128),
+    DepthSepConv(256, stride=2), DepthSepConv(256), DepthSepConv(512, stride=2),
+    *[DepthSepConv(512)] * 5,
+    DepthSepConv(1024, stride=2), DepthSepConv(1024),
 )
 
 # mobilenet_v1_arg_scope: depthwise weights are not regularised (regularize_depthwise).
 BATCH_NORM = layers.BatchNormParams(decay=0.9997, epsilon=0.001, center=True, scale=True)
-
-
-def _reduced_kernel_size(inputs, kernel_size):
-    """The pooling kernel, shrunk to the feature map for small inputs (as slim)."""
-    height, width = inputs.shape[1:3]
-    if height is None or width is None:
-        return kernel_size
-    return min(height, kernel_size[0]), min(width, kernel_size[1])
 
 
 class MobileNetV1(Network):
@@ -60,8 +38,10 @@ class MobileNetV1(Network):
                  min_depth: int = 8, depth_multiplier: float = 1.0,
                  conv_defs: Optional[Sequence] = None, output_stride: Optional[int] = None,
                  use_explicit_padding: bool = False, spatial_squeeze: bool = True,
-                 global_pool: bool = False, scope: str = 'MobilenetV1'):
-        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training)
+                 global_pool: bool = False, scope: str = 'MobilenetV1', spec=None,
+                 quantization=None):
+        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
+                         spec=spec, quantization=quantization)
         if depth_multiplier <= 0:
             raise ValueError('depth_multiplier is not greater than zero.')
         if output_stride is not None and output_stride not in (8, 16, 32):
@@ -70,28 +50,27 @@ class MobileNetV1(Network):
         self.spatial_squeeze = spatial_squeeze
         self.global_pool = global_pool
         common = dict(activation=tf.nn.relu6, normalizer=BATCH_NORM,
-                      weights_initializer=layers.truncated_normal_initializer(0.09))
+                      weights_initializer=layers.truncated_normal_initializer(0.09),
+                      quantization=self.quantization)
         padding = 'EXPLICIT' if use_explicit_padding else 'SAME'
         self.blocks = []  # (end point name, layer)
-        current_stride, rate = 1, 1
+        # Past output_stride, strides turn into the depthwise convs' rates (nets/atrous.py).
+        schedule = AtrousSchedule(output_stride)
         for index, conv_def in enumerate(conv_defs or CONV_DEFS):
-            depth = max(int(conv_def.depth * depth_multiplier), min_depth)
-            if output_stride is not None and current_stride == output_stride:
-                # Past the output stride: keep the resolution, dilate what follows.
-                stride, layer_rate = 1, rate
-                rate *= conv_def.stride
-            else:
-                stride, layer_rate = conv_def.stride, 1
-                current_stride *= conv_def.stride
+            depth = max(int(conv_def.num_outputs * depth_multiplier), min_depth)
+            stride, rate = schedule.place(conv_def.stride)
             if isinstance(conv_def, Conv):
                 name = f'Conv2d_{index}'
+                options = dict(common, activation=conv_def.activation or tf.nn.relu6)
+                if not conv_def.batch_norm:
+                    options['normalizer'] = None
                 self.blocks.append((name, layers.Conv2D(
-                    name, depth, conv_def.kernel, stride=stride, padding=padding,
-                    weight_decay=weight_decay, **common)))
+                    name, depth, conv_def.kernel_size, stride=stride, padding=padding,
+                    weight_decay=weight_decay, **options)))
             elif isinstance(conv_def, DepthSepConv):
                 name = f'Conv2d_{index}_depthwise'
                 self.blocks.append((name, layers.SeparableConv2D(
-                    name, None, conv_def.kernel, stride=stride, rate=layer_rate,
+                    name, None, conv_def.kernel_size, stride=stride, rate=rate,
                     padding=padding, **common)))
                 name = f'Conv2d_{index}_pointwise'
                 self.blocks.append((name, layers.Conv2D(
@@ -101,7 +80,8 @@ class MobileNetV1(Network):
                                  f'for layer {index}.')
         self.logits = (layers.Conv2D(
             'Logits/Conv2d_1c_1x1', num_classes, 1, activation=None,
-            weights_initializer=common['weights_initializer'], weight_decay=weight_decay)
+            weights_initializer=common['weights_initializer'], weight_decay=weight_decay,
+            quantization=self.quantization)
             if num_classes else None)
 
     def forward_base(self, images, *, final_endpoint, training):
@@ -113,24 +93,22 @@ class MobileNetV1(Network):
                 return net, end_points
         raise end_points.unknown_final_endpoint()
 
-    def forward(self, images, *, training):
+    def forward(self, images, *, training, random_generator=None):
         net, end_points = self.forward_base(
             images, final_endpoint=self.blocks[-1][0], training=training)
+        output = heads.conv_classifier(
+            net, self.logits, end_points, pool=self._final_pool,
+            dropout_keep_prob=self.dropout_keep_prob, training=training,
+            random_generator=random_generator, spatial_squeeze=self.spatial_squeeze)
+        return output, end_points
+
+    def _final_pool(self, features):
         if self.global_pool:
-            net = end_points['global_pool'] = tf.reduce_mean(
-                net, [1, 2], keepdims=True, name='global_pool')
-        else:
-            net = end_points['AvgPool_1a'] = layers.avg_pool(
-                net, _reduced_kernel_size(net, (7, 7)), stride=2)
-        if not self.num_classes:
-            return net, end_points
-        net = layers.dropout(net, self.dropout_keep_prob, training=training)
-        logits = self.logits(net, training=training)
-        if self.spatial_squeeze:
-            logits = tf.squeeze(logits, [1, 2], name='SpatialSqueeze')
-        end_points['Logits'] = logits
-        end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
-        return logits, end_points
+            return 'global_pool', tf.reduce_mean(features, [1, 2], keepdims=True,
+                                                 name='global_pool')
+        kernel = heads.reduced_kernel_size(features, (7, 7))
+        with tf.name_scope('AvgPool_1a'):
+            return 'AvgPool_1a', layers.avg_pool(features, kernel, stride=2)
 
 
 def _register(name, depth_multiplier, checkpoint_file):

@@ -3,6 +3,8 @@
 Importing this module imports every net module, which registers itself; the list below
 is the only place a new net module must be added.
 """
+from typing import Optional
+
 from nets import cifarnet, lenet  # noqa: F401  (imported to register)
 from nets import inception_v3, mobilenet_v1, plain_convnets, resnet  # noqa: F401
 from nets import inception_v1, inception_v2  # noqa: F401
@@ -11,6 +13,7 @@ from nets.nasnet import nasnet, pnasnet  # noqa: F401
 from nets import inception_resnet_v2, inception_v4  # noqa: F401
 from nets import video_inception  # noqa: F401
 from nets import registry
+from nets.layers.fake_quant import QuantizationParams
 from nets.network import Network
 
 get_spec = registry.get_spec
@@ -18,16 +21,17 @@ network_names = registry.names
 
 
 def get_network_fn(name: str, num_classes: int, weight_decay: float = 0.0,
-                   is_training: bool = False, **options) -> Network:
+                   is_training: bool = False, *,
+                   quantization: Optional[QuantizationParams] = None,
+                   **options) -> Network:
     """Builds the named network; `net(images)` returns `(logits, end_points)`.
 
-    `options` left as None are dropped, so unset command-line values never override a
-    net's own defaults. The returned object has `default_image_size` and `spec`.
+    `quantization` makes it quantization-aware (nets/quantization.py). `options` left as
+    None are dropped, so unset command-line values never override a net's own defaults.
+    The network knows its registry spec (`net.spec`, `net.default_image_size`).
     """
     spec = registry.get_spec(name)
     options = {key: value for key, value in options.items() if value is not None}
-    net = spec.builder(num_classes=num_classes, weight_decay=weight_decay,
-                       is_training=is_training, **options)
-    net.spec = spec
-    net.default_image_size = spec.default_image_size
-    return net
+    return spec.builder(num_classes=num_classes, weight_decay=weight_decay,
+                        is_training=is_training, spec=spec, quantization=quantization,
+                        **options)

@@ -5,6 +5,9 @@ from typing import Dict, Optional, Tuple
 import tensorflow as tf
 
 from nets import layers
+from nets.layers.fake_quant import (INPUT_RANGE_SCOPE, ActivationQuantizer, Quantization,
+                                    QuantizationParams)
+from nets.registry import NetworkSpec
 
 
 class EndPoints(dict):
@@ -32,38 +35,58 @@ class Network(layers.Module):
 
     The net's scope is its slim name ('LeNet', 'InceptionV3', or '' for NASNet's
     root-level variables). Subclasses create their layers in `__init__`, named relative
-    to the net, and implement `forward(images, training)`. Computation runs in the
-    images' dtype. With `num_classes=0` a net returns its pre-logits features.
+    to the net, and implement `forward(images, *, training, random_generator)`.
+    Computation runs in the images' dtype. With `num_classes=0` a net returns its
+    pre-logits features.
+
+    Given at construction: `spec`, the registry's record of the net (nets_factory passes
+    it; `default_image_size` reads it), and `quantization`, QuantizationParams that make
+    the net quantization-aware: subclasses give `self.quantization` to every weighted
+    layer they make, and the net's input gets its range ('input_quant').
+
+    Given per call: `training`; `random_generator`, a tf.random.Generator that dropout
+    (and drop-path) draw their masks from, so a checkpoint of it makes a resumed run
+    draw what an uninterrupted one would (without one, TensorFlow's global seed); and
+    `step`, the training step counter, which reaches only nets that set `uses_step`
+    (NASNet's drop-path schedule) and switches quantization on after its delay.
 
     Nets with a feature extractor (slim's `*_base(final_endpoint=...)`) implement
     `forward_base(images, *, final_endpoint, training) -> (features, EndPoints)`, called
-    through `base(...)`, and set `default_final_endpoint`.
-
-    `step`, the training step counter, reaches only nets that set `uses_step` (NASNet's
-    drop-path schedule): they get it as `forward(..., step=)` and `forward_base(...,
-    step=)`; other nets ignore it.
+    through `base(...)`, and set `default_final_endpoint`; nets that set `uses_step` get
+    `step=` and `random_generator=` there too.
     """
 
     default_final_endpoint: Optional[str] = None
     uses_step = False
-    # Set by nets.quantization.enable: quantization-aware training and inference (the
-    # step tells whether fake quantization has started), and the input's range.
-    quantization = None
-    input_quantizer = None
 
-    def __init__(self, *, scope: str, num_classes: int, is_training: bool):
+    def __init__(self, *, scope: str, num_classes: int, is_training: bool,
+                 spec: Optional[NetworkSpec] = None,
+                 quantization: Optional[QuantizationParams] = None):
         super().__init__(scope)
         self.num_classes = num_classes
         self.is_training = is_training
+        self.spec = spec
+        # Shared by the net's weighted layers: whether fake quantization is on in a call.
+        self.quantization = Quantization(quantization) if quantization else None
+        self.input_quantizer = (ActivationQuantizer(self.quantization, INPUT_RANGE_SCOPE)
+                                if quantization else None)
 
-    def __call__(self, images, training=None,
-                 step=None) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+    @property
+    def default_image_size(self) -> Optional[int]:
+        return self.spec.default_image_size if self.spec else None
+
+    def __call__(self, images, training=None, step=None, random_generator=None
+                 ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
         training = self.is_training if training is None else training
         # Op names under the net's scope, as slim's, for exports (NASNet has none).
-        with (tf.name_scope(self.relative_name) if self.relative_name
-              else contextlib.nullcontext()), self._quantized(step, training):
+        with self._op_scope(), self._quantized(step, training):
             return super().__call__(self._quantize_input(images, training),
-                                    training=training, **self._step_argument(step))
+                                    training=training, random_generator=random_generator,
+                                    **self._step_argument(step))
+
+    def _op_scope(self):
+        return (tf.name_scope(self.relative_name) if self.relative_name
+                else contextlib.nullcontext())
 
     def _quantized(self, step, training):
         return (self.quantization.applied(step, training) if self.quantization
@@ -80,10 +103,11 @@ class Network(layers.Module):
     def _step_argument(self, step):
         return {'step': step} if self.uses_step else {}
 
-    def forward(self, images, *, training: bool):
+    def forward(self, images, *, training: bool, random_generator=None):
         raise NotImplementedError
 
-    def base(self, images, final_endpoint: Optional[str] = None, training=None, step=None):
+    def base(self, images, final_endpoint: Optional[str] = None, training=None, step=None,
+             random_generator=None):
         """slim's `*_base`: the features at `final_endpoint` (the net's last feature
         layer when None) and the end points up to it."""
         if self.default_final_endpoint is None:
@@ -91,11 +115,11 @@ class Network(layers.Module):
         training = self.is_training if training is None else training
         if self._scope is None:
             self.resolve_scopes()
-        with (tf.name_scope(self.relative_name) if self.relative_name
-              else contextlib.nullcontext()), self._quantized(step, training):
+        random = {'random_generator': random_generator} if self.uses_step else {}
+        with self._op_scope(), self._quantized(step, training):
             return self.forward_base(self._quantize_input(images, training),
                                      final_endpoint=final_endpoint or self.default_final_endpoint,
-                                     training=training, **self._step_argument(step))
+                                     training=training, **self._step_argument(step), **random)
 
     def forward_base(self, images, *, final_endpoint: str, training: bool):
         raise NotImplementedError

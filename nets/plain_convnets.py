@@ -15,20 +15,37 @@ from nets.registry import register_network
 
 
 class PlainConvNet(Network):
-    """A conv/pool stack (`stack`: (name, Conv2D or pool kernel)), then fc6/fc7/fc8."""
+    """A conv/pool stack, then fc6/fc7/fc8 as convolutions.
 
-    def __init__(self, num_classes, *, scope, stack, fc6, fc7_depth, is_training,
-                 dropout_keep_prob, spatial_squeeze, global_pool, head_options,
-                 fc8_options):
-        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training)
+    `stack` is data: (name, ('conv', depth, kernel, stride, padding)) or
+    (name, ('max', kernel, stride)); its convs take `conv_options`. fc6 is
+    (depth, kernel, padding); fc6 and fc7 take `head_options`, fc8 `fc8_options`.
+    """
+
+    def __init__(self, num_classes, *, scope, stack, conv_options, fc6, fc7_depth,
+                 head_options, fc8_options, is_training, dropout_keep_prob=0.5,
+                 spatial_squeeze=True, global_pool=False, spec=None, quantization=None):
+        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
+                         spec=spec, quantization=quantization)
         self.dropout_keep_prob = dropout_keep_prob
         self.spatial_squeeze = spatial_squeeze
         self.global_pool = global_pool
-        self.blocks = stack
+        quantized = dict(quantization=self.quantization)
+
+        def conv(name, depth, kernel, stride, padding):
+            return layers.Conv2D(name, depth, kernel, stride=stride, padding=padding,
+                                 **conv_options, **quantized)
+
+        # (name, Conv2D) or (name, (max pool kernel, stride)).
+        self.blocks = [(name, conv(name, *args) if kind == 'conv' else tuple(args))
+                       for name, (kind, *args) in stack]
         self.default_final_endpoint = f'{scope}/{stack[-1][0]}'
-        self.fc6 = fc6
-        self.fc7 = layers.Conv2D('fc7', fc7_depth, 1, **head_options)
-        self.fc8 = (layers.Conv2D('fc8', num_classes, 1, activation=None, **fc8_options)
+        fc6_depth, fc6_kernel, fc6_padding = fc6
+        self.fc6 = layers.Conv2D('fc6', fc6_depth, fc6_kernel, padding=fc6_padding,
+                                 **head_options, **quantized)
+        self.fc7 = layers.Conv2D('fc7', fc7_depth, 1, **head_options, **quantized)
+        self.fc8 = (layers.Conv2D('fc8', num_classes, 1, activation=None, **fc8_options,
+                                  **quantized)
                     if num_classes else None)
 
     def forward_base(self, images, *, final_endpoint, training):
@@ -41,28 +58,25 @@ class PlainConvNet(Network):
                 return net, end_points
         raise end_points.unknown_final_endpoint()
 
-    def forward(self, images, *, training):
+    def forward(self, images, *, training, random_generator=None):
         net, end_points = self.forward_base(images, final_endpoint=self.default_final_endpoint,
                                             training=training)
         net = end_points[f'{self.scope}/fc6'] = self.fc6(net, training=training)
-        net = layers.dropout(net, self.dropout_keep_prob, training=training)
+        net = layers.dropout(net, self.dropout_keep_prob, training=training,
+                             random_generator=random_generator)
         net = end_points[f'{self.scope}/fc7'] = self.fc7(net, training=training)
         if self.global_pool:
             net = end_points['global_pool'] = tf.reduce_mean(net, [1, 2], keepdims=True,
                                                              name='global_pool')
         if not self.num_classes:
             return net, end_points
-        net = layers.dropout(net, self.dropout_keep_prob, training=training)
+        net = layers.dropout(net, self.dropout_keep_prob, training=training,
+                             random_generator=random_generator)
         net = self.fc8(net, training=training)
         if self.spatial_squeeze:
             net = tf.squeeze(net, [1, 2], name='fc8/squeezed')
         end_points[f'{self.scope}/fc8'] = net
         return net, end_points
-
-
-def _options(dropout_keep_prob=0.5, spatial_squeeze=True, global_pool=False):
-    return dict(dropout_keep_prob=dropout_keep_prob, spatial_squeeze=spatial_squeeze,
-                global_pool=global_pool)
 
 
 # --- AlexNet v2 and OverFeat: their arg scopes give the fc layers truncated-normal
@@ -72,20 +86,19 @@ def _alexnet_like(name, num_classes, weight_decay, is_training, *, convs, pool,
                   conv_biases, fc6_kernel, fc6_depth, **options):
     decay = dict(weight_decay=weight_decay)
     stack = []
-    for i, (depth, kernel, stride, padding) in enumerate(convs, start=1):
-        stack.append((f'conv{i}', layers.Conv2D(
-            f'conv{i}', depth, kernel, stride=stride, padding=padding,
-            biases_initializer=layers.constant_initializer(conv_biases), **decay)))
+    for i, conv in enumerate(convs, start=1):  # (depth, kernel, stride, padding)
+        stack.append((f'conv{i}', ('conv', *conv)))
         if i in (1, 2, 5):
-            stack.append((f'pool{i}', pool))
+            stack.append((f'pool{i}', ('max', *pool)))
     head = dict(weights_initializer=layers.truncated_normal_initializer(0.005),
                 biases_initializer=layers.constant_initializer(0.1), **decay)
     return PlainConvNet(
         num_classes, scope=name, stack=stack,
-        fc6=layers.Conv2D('fc6', fc6_depth, fc6_kernel, padding='VALID', **head),
-        fc7_depth=4096, is_training=is_training, head_options=head,
-        fc8_options=dict(head, biases_initializer=layers.zeros_initializer()),
-        **_options(**options))
+        conv_options=dict(biases_initializer=layers.constant_initializer(conv_biases),
+                          **decay),
+        fc6=(fc6_depth, fc6_kernel, 'VALID'), fc7_depth=4096, is_training=is_training,
+        head_options=head,
+        fc8_options=dict(head, biases_initializer=layers.zeros_initializer()), **options)
 
 
 @register_network('alexnet_v2', default_image_size=224, preprocessing_name='vgg')
@@ -118,15 +131,13 @@ def _vgg(name, num_classes, weight_decay, is_training, fc_conv_padding='VALID',
     decay = dict(weight_decay=weight_decay)
     stack = []
     for block, (count, depth) in enumerate(zip(CONVS_PER_BLOCK[name], DEPTHS), start=1):
-        for i in range(1, count + 1):
-            layer_name = f'conv{block}/conv{block}_{i}'
-            stack.append((layer_name, layers.Conv2D(layer_name, depth, 3, **decay)))
-        stack.append((f'pool{block}', (2, 2)))
+        stack += [(f'conv{block}/conv{block}_{i}', ('conv', depth, 3, 1, 'SAME'))
+                  for i in range(1, count + 1)]
+        stack.append((f'pool{block}', ('max', 2, 2)))
     return PlainConvNet(
-        num_classes, scope=name, stack=stack,
-        fc6=layers.Conv2D('fc6', 4096, 7, padding=fc_conv_padding, **decay),
-        fc7_depth=4096, is_training=is_training, head_options=decay, fc8_options=decay,
-        **_options(**options))
+        num_classes, scope=name, stack=stack, conv_options=decay,
+        fc6=(4096, 7, fc_conv_padding), fc7_depth=4096, is_training=is_training,
+        head_options=decay, fc8_options=decay, **options)
 
 
 def _register(name, checkpoint_num_classes, checkpoint_file):

@@ -38,7 +38,10 @@ def register_network(name: str, *, default_image_size: int, preprocessing_name: 
                      checkpoint_num_classes: Optional[int] = None,
                      checkpoint_file: Optional[str] = None,
                      num_frames: Optional[int] = None):
-    """Decorator for a builder `(num_classes, weight_decay, is_training, **options) -> Network`."""
+    """Decorator for a builder `(num_classes, weight_decay, is_training, *, spec,
+    quantization, **options) -> Network`, registered under the literal `name` (so a grep
+    for the name finds it). The builder hands `spec` and `quantization` to the
+    Network's constructor."""
 
     def register(builder):
         if name in _NETWORKS:

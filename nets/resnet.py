@@ -13,6 +13,7 @@ from typing import List, Optional
 import tensorflow as tf
 
 from nets import layers
+from nets.atrous import AtrousSchedule
 from nets.network import EndPoints, Network
 from nets.registry import register_network
 
@@ -94,8 +95,9 @@ class ResNet(Network):
                  scope: str, weight_decay: float = 0.0001, is_training: bool = False,
                  global_pool: bool = True, output_stride: Optional[int] = None,
                  include_root_block: bool = True, spatial_squeeze: bool = True,
-                 store_non_strided_activations: bool = False):
-        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training)
+                 store_non_strided_activations: bool = False, spec=None, quantization=None):
+        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
+                         spec=spec, quantization=quantization)
         if output_stride is not None:
             if output_stride % 4 != 0:
                 raise ValueError('The output_stride needs to be a multiple of 4.')
@@ -109,7 +111,8 @@ class ResNet(Network):
         def conv(name, depth, kernel, stride=1, rate=1, same=False, **options):
             options = {'normalizer': BATCH_NORM,
                        'weights_initializer': layers.variance_scaling_initializer(),
-                       'weight_decay': weight_decay, **options}
+                       'weight_decay': weight_decay, 'quantization': self.quantization,
+                       **options}
             if same:
                 return layers.conv2d_same(name, depth, kernel, stride, rate, **options)
             return layers.Conv2D(name, depth, kernel, stride=stride, **options)
@@ -118,40 +121,30 @@ class ResNet(Network):
         if include_root_block:
             root_options = dict(activation=None, normalizer=None) if version == 2 else {}
             self.root = conv('conv1', 64, 7, stride=2, same=True, **root_options)
-        # Where each unit runs, by slim's stack_blocks_dense: past output_stride, a
-        # stride becomes the rate of the convs that follow.
+        # Where each unit runs, by slim's stack_blocks_dense (nets/atrous.py).
+        schedule = AtrousSchedule(output_stride)
         self.blocks, self.block_strides = [], []
-        current_stride, rate = 1, 1
         for block in blocks:
             units = []
             block_stride = 1
             for index, unit in enumerate(block.units):
                 if store_non_strided_activations and index == len(block.units) - 1:
                     block_stride, unit = unit.stride, dataclasses.replace(unit, stride=1)
-                if output_stride is not None and current_stride > output_stride:
-                    raise ValueError('The target output_stride cannot be reached.')
-                name = f'{block.scope}/unit_{index + 1}/bottleneck_v{version}'
-                if output_stride is not None and current_stride == output_stride:
-                    units.append(Bottleneck(name, dataclasses.replace(unit, stride=1), rate,
-                                            version, conv))
-                    rate *= unit.stride
-                else:
-                    units.append(Bottleneck(name, unit, 1, version, conv))
-                    current_stride *= unit.stride
-            if output_stride is not None and current_stride == output_stride:
-                rate *= block_stride
-                block_stride = 1
-            else:
-                current_stride *= block_stride
+                schedule.check_not_past()
+                stride, rate = schedule.place(unit.stride)
+                units.append(Bottleneck(f'{block.scope}/unit_{index + 1}/bottleneck_v{version}',
+                                        dataclasses.replace(unit, stride=stride), rate,
+                                        version, conv))
+            # The block's own subsampling (store_non_strided_activations) never dilates.
+            block_stride, _ = schedule.place(block_stride)
             self.blocks.append((block.scope, units))
             self.block_strides.append(block_stride)
-        if output_stride is not None and current_stride != output_stride:
-            raise ValueError('The target output_stride cannot be reached.')
+        schedule.check_reached()
         self.postnorm = (layers.BatchNorm('postnorm', BATCH_NORM, activation=tf.nn.relu)
                          if version == 2 else None)
         self.logits = (layers.Conv2D('logits', num_classes, 1, activation=None,
                                      weights_initializer=layers.variance_scaling_initializer(),
-                                     weight_decay=weight_decay)
+                                     weight_decay=weight_decay, quantization=self.quantization)
                        if num_classes else None)
 
     def forward_base(self, images, *, final_endpoint, training):
@@ -173,7 +166,7 @@ class ResNet(Network):
                 return net, end_points
         raise end_points.unknown_final_endpoint()
 
-    def forward(self, images, *, training):
+    def forward(self, images, *, training, random_generator=None):  # no dropout
         net, end_points = self.forward_base(images, final_endpoint=self.blocks[-1][0],
                                             training=training)
         if self.global_pool:
@@ -189,8 +182,8 @@ class ResNet(Network):
         return net, end_points
 
 
-def _register(version, layers_count, checkpoint_file):
-    name = f'resnet_v{version}_{layers_count}'
+def _register(name, version, units_per_block, checkpoint_file):
+    """Registers slim's `name` (also its scope): ResNet v`version` with these units."""
 
     @register_network(name, default_image_size=224, preprocessing_name='vgg',
                       checkpoint_num_classes=(1000 if version == 1 else 1001)
@@ -204,18 +197,25 @@ def _register(version, layers_count, checkpoint_file):
                                 for d in base_depths)
         elif depth_multiplier != 1.0:
             raise ValueError('resnet_v2 has no depth_multiplier (slim\'s v1 only).')
-        return ResNet(num_classes,
-                      blocks=bottleneck_blocks(UNITS_PER_BLOCK[layers_count], base_depths),
+        return ResNet(num_classes, blocks=bottleneck_blocks(units_per_block, base_depths),
                       version=version, scope=name, weight_decay=weight_decay,
                       is_training=is_training, **options)
 
+    build.__name__ = build.__qualname__ = name
     return build
 
 
-for _layers, _v1_file, _v2_file in [
-        (50, 'resnet_v1_50_2016_08_28.tar.gz', 'resnet_v2_50_2017_04_14.tar.gz'),
-        (101, 'resnet_v1_101_2016_08_28.tar.gz', 'resnet_v2_101_2017_04_14.tar.gz'),
-        (152, 'resnet_v1_152_2016_08_28.tar.gz', 'resnet_v2_152_2017_04_14.tar.gz'),
-        (200, None, None)]:
-    _register(1, _layers, _v1_file)
-    _register(2, _layers, _v2_file)
+resnet_v1_50 = _register('resnet_v1_50', 1, UNITS_PER_BLOCK[50],
+                         'resnet_v1_50_2016_08_28.tar.gz')
+resnet_v1_101 = _register('resnet_v1_101', 1, UNITS_PER_BLOCK[101],
+                          'resnet_v1_101_2016_08_28.tar.gz')
+resnet_v1_152 = _register('resnet_v1_152', 1, UNITS_PER_BLOCK[152],
+                          'resnet_v1_152_2016_08_28.tar.gz')
+resnet_v1_200 = _register('resnet_v1_200', 1, UNITS_PER_BLOCK[200], None)
+resnet_v2_50 = _register('resnet_v2_50', 2, UNITS_PER_BLOCK[50],
+                         'resnet_v2_50_2017_04_14.tar.gz')
+resnet_v2_101 = _register('resnet_v2_101', 2, UNITS_PER_BLOCK[101],
+                          'resnet_v2_101_2017_04_14.tar.gz')
+resnet_v2_152 = _register('resnet_v2_152', 2, UNITS_PER_BLOCK[152],
+                          'resnet_v2_152_2017_04_14.tar.gz')
+resnet_v2_200 = _register('resnet_v2_200', 2, UNITS_PER_BLOCK[200], None)

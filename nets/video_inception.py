@@ -38,7 +38,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from nets import inception_blocks, layers
+from nets import heads, inception_blocks, layers
 from nets.network import Network
 from nets.registry import register_network
 
@@ -126,16 +126,24 @@ class SelfGating(layers.Module):
     """S3D-G's feature gating: x * sigmoid(W · mean(x over time and space)), W a learned
     1x1x1 conv (no bias) under 'self_gating/transformer_W'."""
 
-    def __init__(self, depth: int, weight_decay: float):
+    def __init__(self, depth: int, weight_decay: float, quantization=None):
         super().__init__('self_gating')
         self.transformer = layers.Conv3D(
             'transformer_W', depth, 1, activation=None, biases_initializer=None,
             weights_initializer=layers.truncated_normal_initializer(0.01),
-            weight_decay=weight_decay)
+            weight_decay=weight_decay, quantization=quantization)
 
     def forward(self, inputs, *, training: bool):
         average = tf.reduce_mean(inputs, axis=[1, 2, 3], keepdims=True)
         return inputs * tf.sigmoid(self.transformer(average, training=training))
+
+
+def _final_pool(features):
+    """slim's reduced_kernel_size_3d: a [2, 7, 7] average, capped by the map (no end
+    point)."""
+    kernel = [k if size is None else min(size, k)
+              for size, k in zip(features.shape[1:4], (2, 7, 7))]
+    return None, layers.avg_pool(features, kernel, 1, 'VALID')
 
 
 class VideoInception(Network):
@@ -147,8 +155,9 @@ class VideoInception(Network):
                  weight_decay: float = 1e-7, is_training: bool = False,
                  dropout_keep_prob: float = 0.8, spatial_squeeze: bool = True,
                  depth_multiplier: float = 1.0, min_depth: int = 16,
-                 scope: str = 'InceptionV1'):
-        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training)
+                 scope: str = 'InceptionV1', spec=None, quantization=None):
+        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
+                         spec=spec, quantization=quantization)
         config.validate()
         if depth_multiplier <= 0:
             raise ValueError('depth_multiplier is not greater than zero.')
@@ -182,7 +191,8 @@ class VideoInception(Network):
         if num_classes:
             # Outside the base's arg_scope: slim's default Xavier weights, with biases.
             self.logits = layers.Conv3D('Logits/Conv2d_0c_1x1', num_classes, 1,
-                                        activation=None, weight_decay=weight_decay)
+                                        activation=None, weight_decay=weight_decay,
+                                        quantization=self.quantization)
 
     def _depth(self, depth):
         return max(int(depth * self.depth_multiplier), self.min_depth)
@@ -190,7 +200,8 @@ class VideoInception(Network):
     def _conv(self, name, depth, kernel, stride=1, **options):
         return layers.Conv3D(name, depth, kernel, stride=stride, normalizer=BATCH_NORM,
                              weights_initializer=layers.truncated_normal_initializer(0.01),
-                             weight_decay=self.weight_decay, **options)
+                             weight_decay=self.weight_decay, quantization=self.quantization,
+                             **options)
 
     def _unit(self, name, depth, kernel, stride=1, *, separable=False, gated=False):
         """slim's conv3d_spatiotemporal, then self-gating where it applies, under `name`."""
@@ -202,11 +213,12 @@ class VideoInception(Network):
                      layers.Conv3D('temporal', depth, (frames, 1, 1),
                                    stride=(stride[0], 1, 1),
                                    weights_initializer=center_initializer(),
-                                   weight_decay=self.weight_decay)]
+                                   weight_decay=self.weight_decay,
+                                   quantization=self.quantization)]
         else:
             parts = [self._conv('', depth, kernel, stride)]
         if gated:
-            parts.append(SelfGating(depth, self.weight_decay))
+            parts.append(SelfGating(depth, self.weight_decay, self.quantization))
         return layers.Sequential(name, parts)
 
     def _block(self, name, *, depth_0, reduce_1, depth_1, reduce_2, depth_2,
@@ -237,24 +249,21 @@ class VideoInception(Network):
                                                 final_endpoint=final_endpoint,
                                                 training=training)
 
-    def forward(self, images, *, training):
+    def forward(self, images, *, training, random_generator=None):
         net, end_points = self.forward_base(images, final_endpoint='Mixed_5c',
                                             training=training)
-        with tf.name_scope('Logits'):
-            # slim's reduced_kernel_size_3d: [2, 7, 7] capped by the map.
-            kernel = [k if size is None else min(size, k)
-                      for size, k in zip(net.shape[1:4], (2, 7, 7))]
-            net = layers.avg_pool(net, kernel, 1, 'VALID')
-            if not self.num_classes:
-                # What the logits' temporal average sees, as the 1x1x1 conv is linear.
-                return tf.reduce_mean(net, axis=1), end_points
-            net = layers.dropout(net, self.dropout_keep_prob, training=training)
-            logits = tf.reduce_mean(self.logits(net, training=training), axis=1)
-            if self.spatial_squeeze:
-                logits = tf.squeeze(logits, [1, 2], name='SpatialSqueeze')
-            end_points['Logits'] = logits
-            end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
-        return logits, end_points
+        output = heads.conv_classifier(
+            net, self._clip_logits if self.logits is not None else None, end_points,
+            pool=_final_pool, dropout_keep_prob=self.dropout_keep_prob, training=training,
+            random_generator=random_generator, spatial_squeeze=self.spatial_squeeze)
+        if not self.num_classes:
+            # What the logits' temporal average sees, as the 1x1x1 conv is linear.
+            return tf.reduce_mean(output, axis=1), end_points
+        return output, end_points
+
+    def _clip_logits(self, net, *, training):
+        """The 1x1x1 conv's logits per remaining frame, averaged over the frames."""
+        return tf.reduce_mean(self.logits(net, training=training), axis=1)
 
 
 _VIDEO_SPEC = dict(default_image_size=224, preprocessing_name='inception', num_frames=64)

@@ -4,14 +4,12 @@ The deployment plan's inner loop (deployment.steps, deployment.sync_replicas_ste
 calls `replica_gradients` inside `strategy.run`, aggregates the gradients its own way,
 then `apply_gradients` and `after_update`. Everything here is the same in every mode.
 """
-import contextlib
 from typing import Callable, Sequence
 
 import tensorflow as tf
 from absl import logging
 
 from core.errors import UsageError
-from nets import layers
 from nets import precision as precision_lib
 from training import checkpoints, loss_scaling, losses, moving_averages
 from training.train_config import TrainConfig
@@ -94,10 +92,9 @@ class ModelStep:
         learning_rate = self.learning_rate_fn(step)
         with tf.GradientTape() as tape:
             # Nets whose schedule follows training (NASNet's drop-path) read the step.
-            with (layers.random_generator(self.random_generator) if self.random_generator
-                  else contextlib.nullcontext()):
-                logits, end_points = self.network(tf.cast(images, self.compute_dtype),
-                                                  training=True, step=step)
+            logits, end_points = self.network(
+                tf.cast(images, self.compute_dtype), training=True, step=step,
+                random_generator=self.random_generator)
             loss_terms = losses.compute_losses(logits, end_points, labels, self.network,
                                                self.label_smoothing)
             total_loss = tf.add_n(list(loss_terms.values()))

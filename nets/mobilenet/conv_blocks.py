@@ -42,10 +42,10 @@ class SqueezeExcite(layers.Module):
     Both convolutions have biases and no batch norm (scope 'squeeze_excite/Conv[_1]')."""
 
     def __init__(self, depth: int, *, weights_initializer, weight_decay: float,
-                 squeeze_factor: int = 4, divisible_by: int = 8):
+                 squeeze_factor: int = 4, divisible_by: int = 8, quantization=None):
         super().__init__('squeeze_excite')
         common = dict(weights_initializer=weights_initializer, weight_decay=weight_decay,
-                      normalizer=None)
+                      normalizer=None, quantization=quantization)
         self.squeeze = layers.Conv2D('Conv', make_divisible(depth / squeeze_factor,
                                                             divisible_by),
                                      1, activation=tf.nn.relu, **common)
@@ -63,9 +63,9 @@ class ExpandedConv(layers.Module):
     fused) and 'output'.
 
     `conv_options` are the kit options of a batch-normalised 1x1 conv (initializer, weight
-    decay, normalizer); the depthwise layer takes them without weight decay, as slim's
-    training scope regularises conv2d only. `activation` is used by the expansion and the
-    depthwise layer; the projection is linear.
+    decay, normalizer, quantization); the depthwise layer takes them without weight
+    decay, as slim's training scope regularises conv2d only. `activation` is used by the
+    expansion and the depthwise layer; the projection is linear.
     """
 
     def __init__(self, name: str, *, input_depth: int, expansion_depth: int,
@@ -93,7 +93,8 @@ class ExpandedConv(layers.Module):
         if squeeze_excite:
             self.squeeze_excite = SqueezeExcite(
                 inner_depth, weights_initializer=conv_options['weights_initializer'],
-                weight_decay=conv_options['weight_decay'])
+                weight_decay=conv_options['weight_decay'],
+                quantization=conv_options.get('quantization'))
         self.project = layers.Conv2D('project', num_outputs, 1, activation=None,
                                      **conv_options)
         # As slim: a residual only where neither the resolution nor the depth changes.

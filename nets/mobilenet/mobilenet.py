@@ -3,10 +3,11 @@ a conv-defs description (one entry per layer), with slim's depth multiplier, out
 stride, explicit padding and classification head.
 
 A description (`ConvDefs`) is data: a tuple of `Conv`, `ExpandedConv` and `AvgPoolTo1x1`
-layers and the default activation. Layer i (from 1) is the end point 'layer_i'; expanded
-convs add 'layer_i/expansion_output', 'layer_i/depthwise_output' and 'layer_i/output'.
-The head, under 'Logits', average-pools to 1x1 ('global_pool'), applies dropout and a
-1x1 conv with biases ('Logits/Conv2d_1c_1x1'), squeezed to [batch, classes].
+layers (the records of nets/conv_defs.py) and the default activation. Layer i (from 1)
+is the end point 'layer_i'; expanded convs add 'layer_i/expansion_output',
+'layer_i/depthwise_output' and 'layer_i/output'. The head average-pools to 1x1
+('global_pool'), then applies slim's conv classifier (nets/heads.py): dropout and a 1x1
+conv with biases ('Logits/Conv2d_1c_1x1'), squeezed to [batch, classes].
 
 slim's quirks reproduced:
 - depths are `make_divisible(depth * multiplier, divisible_by, min_depth)`; expansions
@@ -14,8 +15,8 @@ slim's quirks reproduced:
   `divisible_by`;
 - `finegrain_classification_mode` keeps the last layer wide: V3 leaves its depth
   unmultiplied, V2 divides it by a multiplier below 1 before multiplying;
-- with `output_stride`, once the stride is reached further strides become dilation rates;
-  1x1 convolutions never dilate;
+- with `output_stride`, once the stride is reached further strides become dilation rates
+  (nets/atrous.py); 1x1 convolutions never dilate;
 - the training scope (`mobilenet.training_scope`): weights truncated_normal(0.09), L2
   weight decay on conv2d weights only (depthwise weights and biases are not decayed),
   batch norm decay 0.997, epsilon 0.001, center and scale; dropout keep 0.8.
@@ -23,45 +24,11 @@ slim's quirks reproduced:
 import dataclasses
 from typing import Callable, Optional, Tuple, Union
 
-import tensorflow as tf
-
-from nets import layers
+from nets import heads, layers
+from nets.atrous import AtrousSchedule
+from nets.conv_defs import AvgPoolTo1x1, Conv, ExpandedConv
 from nets.mobilenet import conv_blocks
 from nets.network import EndPoints, Network
-
-
-@dataclasses.dataclass(frozen=True)
-class Conv:
-    """A slim.conv2d layer: convolution, batch norm (or biases), activation."""
-    num_outputs: int
-    kernel_size: int = 3
-    stride: int = 1
-    activation: Optional[Callable] = None  # None: the description's default
-    batch_norm: bool = True
-
-
-@dataclasses.dataclass(frozen=True)
-class ExpandedConv:
-    """An inverted-residual block; its expansion depth is the input depth times
-    `expansion`, rounded to a multiple of `expansion_divisible_by`. `fused` replaces the
-    1x1 expansion and the depthwise convolution by one k x k convolution (EdgeTPU)."""
-    num_outputs: int
-    expansion: float = 6.0
-    expansion_divisible_by: int = 8
-    kernel_size: int = 3
-    stride: int = 1
-    activation: Optional[Callable] = None  # None: the description's default
-    squeeze_excite: bool = False
-    residual: bool = True
-    fused: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class AvgPoolTo1x1:
-    """slim's V3 `reduce_to_1x1`: a VALID average pool over the whole (square) map, of
-    `default_size` when the map's size is unknown or not square."""
-    default_size: int = 7
-
 
 Layer = Union[Conv, ExpandedConv, AvgPoolTo1x1]
 
@@ -84,14 +51,6 @@ def _reduce_to_1x1(inputs, default_size):
     return layers.avg_pool(inputs, size, 1, 'VALID')
 
 
-def _global_pool(inputs):
-    """An average pool to 1x1 (slim's, with the map's full size as the kernel)."""
-    height, width = inputs.shape[1:3]
-    if height is None or width is None:
-        return tf.reduce_mean(inputs, [1, 2], keepdims=True)
-    return layers.avg_pool(inputs, [height, width], 1, 'VALID')
-
-
 class MobileNet(Network):
     """A MobileNet built from `conv_defs`; `base(final_endpoint=...)` is slim's
     `mobilenet_base` (default: the last layer)."""
@@ -102,8 +61,10 @@ class MobileNet(Network):
                  finegrain_classification_mode: bool = False,
                  output_stride: Optional[int] = None, use_explicit_padding: bool = False,
                  dropout_keep_prob: float = 0.8, spatial_squeeze: bool = True,
-                 stddev: float = 0.09, bn_decay: float = 0.997, scope: str = 'Mobilenet'):
-        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training)
+                 stddev: float = 0.09, bn_decay: float = 0.997, scope: str = 'Mobilenet',
+                 spec=None, quantization=None):
+        super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
+                         spec=spec, quantization=quantization)
         if depth_multiplier <= 0:
             raise ValueError('depth_multiplier is not greater than zero.')
         if output_stride is not None and (
@@ -119,7 +80,8 @@ class MobileNet(Network):
         conv_options = dict(
             weights_initializer=initializer, weight_decay=weight_decay,
             normalizer=layers.BatchNormParams(decay=bn_decay, epsilon=0.001, center=True,
-                                              scale=True))
+                                              scale=True),
+            quantization=self.quantization)
         padding = 'EXPLICIT' if use_explicit_padding else 'SAME'
 
         def multiplied(depth, is_last):
@@ -134,16 +96,9 @@ class MobileNet(Network):
         self.base_layers = []
         counts = {}
         depth = None  # the input's depth is known only when called
-        current_stride, rate = 1, 1
+        schedule = AtrousSchedule(output_stride)  # past it, strides dilate (nets/atrous.py)
         for index, spec in enumerate(conv_defs.layers):
-            # slim's atrous schedule: stride until output_stride is reached, then dilate.
-            stride = getattr(spec, 'stride', 1)
-            if output_stride is not None and current_stride == output_stride:
-                layer_stride, layer_rate = 1, rate
-                rate *= stride
-            else:
-                layer_stride, layer_rate = stride, 1
-                current_stride *= stride
+            layer_stride, layer_rate = schedule.place(getattr(spec, 'stride', 1))
             if isinstance(spec, AvgPoolTo1x1):
                 self.base_layers.append(
                     lambda net, size=spec.default_size: _reduce_to_1x1(net, size))
@@ -176,7 +131,8 @@ class MobileNet(Network):
         if num_classes:
             self.logits = layers.Conv2D(
                 'Logits/Conv2d_1c_1x1', num_classes, 1, activation=None, normalizer=None,
-                weights_initializer=initializer, weight_decay=weight_decay)
+                weights_initializer=initializer, weight_decay=weight_decay,
+                quantization=self.quantization)
 
     @staticmethod
     def _unique_name(counts, base):
@@ -194,26 +150,18 @@ class MobileNet(Network):
                 net, block_end_points = layer(net, training=training)
                 end_points.update({f'{name}/{key}': value
                                    for key, value in block_end_points.items()})
-            elif isinstance(layer, layers.Module):
-                net = layer(net, training=training)
             else:
-                net = layer(net)
+                net = layers.apply(layer, net, training=training)
             if end_points.add(name, net):
                 return net, end_points
         raise end_points.unknown_final_endpoint()
 
-    def forward(self, images, *, training):
+    def forward(self, images, *, training, random_generator=None):
         net, end_points = self.forward_base(
             images, final_endpoint=self.default_final_endpoint, training=training)
-        with tf.name_scope('Logits'):
-            net = end_points['global_pool'] = _global_pool(net)
-            if not self.num_classes:
-                return net, end_points
-            net = layers.dropout(net, self.dropout_keep_prob, training=training)
-            logits = self.logits(net, training=training)
-            if self.spatial_squeeze:
-                logits = tf.squeeze(logits, [1, 2])
-            logits = tf.identity(logits, name='output')
-        end_points['Logits'] = logits
-        end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
-        return logits, end_points
+        output = heads.conv_classifier(
+            net, self.logits, end_points,
+            pool=lambda features: ('global_pool', heads.whole_map_average(features)),
+            dropout_keep_prob=self.dropout_keep_prob, training=training,
+            random_generator=random_generator, spatial_squeeze=self.spatial_squeeze)
+        return output, end_points

@@ -8,7 +8,8 @@ Registered: 'mobilenet_v2' (1.0), 'mobilenet_v2_140' (depth multiplier 1.4) and
 """
 import tensorflow as tf
 
-from nets.mobilenet.mobilenet import Conv, ConvDefs, ExpandedConv, MobileNet
+from nets.conv_defs import Conv, ExpandedConv
+from nets.mobilenet.mobilenet import ConvDefs, MobileNet
 from nets.registry import register_network
 
 V2_DEF = ConvDefs(

@@ -12,8 +12,9 @@ as TF-Slim's `nets/mobilenet/mobilenet_v3.py` describes them.
 """
 import tensorflow as tf
 
+from nets.conv_defs import AvgPoolTo1x1, Conv, ExpandedConv
 from nets.mobilenet.conv_blocks import hard_swish
-from nets.mobilenet.mobilenet import AvgPoolTo1x1, Conv, ConvDefs, ExpandedConv, MobileNet
+from nets.mobilenet.mobilenet import ConvDefs, MobileNet
 from nets.registry import register_network
 
 

@@ -1,6 +1,7 @@
 """NASNet-A as in TF-Slim (Zoph et al. 2017, "Learning Transferable Architectures for
 Scalable Image Recognition", arXiv 1707.07012): normal cells with a reduction cell
-before each third of them, the searched cells as data in nets/nasnet/cells.py.
+before each third of them, the searched cells as data in nets/nasnet/cells.py, the
+network they share in nets/nasnet/cell_network.py.
 
 `nasnet_cifar` has a 3x3 conv stem; `nasnet_mobile` and `nasnet_large` a strided conv
 and two reduction cells ('cell_stem_0', 'cell_stem_1'). The auxiliary head reads the
@@ -15,9 +16,10 @@ at step 0.
 from typing import List
 
 from nets import layers
-from nets.nasnet import cells
-from nets.nasnet.cells import (NASNET_A_NORMAL, NASNET_A_REDUCTION, CellNetwork,
-                               CellPlacement, Config)
+from nets.nasnet import cell_network, cells
+from nets.nasnet.cell_network import (IMAGENET_BATCH_NORM, CellNetwork, CellPlacement,
+                                      Config, imagenet_stem_cells)
+from nets.nasnet.cells import NASNET_A_NORMAL, NASNET_A_REDUCTION
 from nets.registry import register_network
 
 CIFAR = Config(stem_multiplier=3.0, num_cells=18, num_conv_filters=32,
@@ -30,17 +32,8 @@ LARGE = Config(stem_multiplier=3.0, num_cells=18, num_conv_filters=168,
                dense_dropout_keep_prob=0.5, drop_path_keep_prob=0.7, use_aux_head=True,
                skip_reduction_layer_input=True, total_training_steps=250000)
 
-# slim's nasnet_*_arg_scope batch norm: (decay, epsilon).
+# slim's nasnet_cifar_arg_scope batch norm (ImageNet's: cell_network.IMAGENET_BATCH_NORM).
 CIFAR_BATCH_NORM = layers.BatchNormParams(decay=0.9, epsilon=1e-5, scale=True)
-IMAGENET_BATCH_NORM = layers.BatchNormParams(decay=0.9997, epsilon=1e-3, scale=True)
-
-
-def imagenet_stem_cells(config: Config, spec) -> List[CellPlacement]:
-    """The two strided stem cells after conv0, at a quarter and half the filters."""
-    rate = config.filter_scaling_rate
-    return [CellPlacement(f'cell_stem_{i}', 'Stem' if i == 1 else None, spec,
-                          filter_scaling=rate ** (i - 2), stride=2, prev_state=i)
-            for i in range(2)]
 
 
 def nasnet_plan(config: Config, imagenet_stem: bool) -> List[CellPlacement]:
@@ -68,11 +61,13 @@ def nasnet_plan(config: Config, imagenet_stem: bool) -> List[CellPlacement]:
 
 
 def _nasnet(config, stem, batch_norm, num_classes, weight_decay, is_training, options):
-    config, dropout_keep_prob = cells.configure(config, options)
+    spec, quantization = options.pop('spec', None), options.pop('quantization', None)
+    config, dropout_keep_prob = cell_network.configure(config, options)
     return CellNetwork(num_classes=num_classes, is_training=is_training, config=config,
                        options=cells.LayerOptions(weight_decay, batch_norm), stem=stem,
                        plan=nasnet_plan(config, imagenet_stem=stem == 'imagenet'),
-                       dropout_keep_prob=dropout_keep_prob)
+                       dropout_keep_prob=dropout_keep_prob, spec=spec,
+                       quantization=quantization)
 
 
 @register_network('nasnet_cifar', default_image_size=32, preprocessing_name='cifarnet')

@@ -1,7 +1,7 @@
 """PNASNet-5 as in TF-Slim (Liu et al. 2018, "Progressive Neural Architecture Search",
 arXiv 1712.00559): NASNet's ImageNet stem and body with one searched cell, which
 reduces by running strided at each third of the net instead of a separate reduction
-cell. The cell is data in nets/nasnet/cells.py.
+cell. The cell is data in nets/nasnet/cells.py, the network in cell_network.py.
 
 slim's quirks kept: no outer variable scope; the stem cells are PNASNet cells; the
 auxiliary head exists in nets built for training only; without
@@ -10,9 +10,10 @@ before it; drop-path is off at step 0.
 """
 from typing import List
 
-from nets.nasnet import cells
-from nets.nasnet.cells import PNASNET_5, CellNetwork, CellPlacement, Config
-from nets.nasnet.nasnet import IMAGENET_BATCH_NORM, imagenet_stem_cells
+from nets.nasnet import cell_network, cells
+from nets.nasnet.cell_network import (IMAGENET_BATCH_NORM, CellNetwork, CellPlacement,
+                                      Config, imagenet_stem_cells)
+from nets.nasnet.cells import PNASNET_5
 from nets.registry import register_network
 
 LARGE = Config(stem_multiplier=3.0, num_cells=12, num_conv_filters=216,
@@ -44,11 +45,13 @@ def pnasnet_plan(config: Config) -> List[CellPlacement]:
 
 
 def _pnasnet(config, num_classes, weight_decay, is_training, options):
-    config, dropout_keep_prob = cells.configure(config, options)
+    spec, quantization = options.pop('spec', None), options.pop('quantization', None)
+    config, dropout_keep_prob = cell_network.configure(config, options)
     return CellNetwork(num_classes=num_classes, is_training=is_training, config=config,
                        options=cells.LayerOptions(weight_decay, IMAGENET_BATCH_NORM),
                        stem='imagenet', plan=pnasnet_plan(config),
-                       dropout_keep_prob=dropout_keep_prob)
+                       dropout_keep_prob=dropout_keep_prob, spec=spec,
+                       quantization=quantization)
 
 
 @register_network('pnasnet_mobile', default_image_size=224, preprocessing_name='inception',

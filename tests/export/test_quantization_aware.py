@@ -75,8 +75,8 @@ def test_quantization_aware_int8_model_is_as_accurate_as_the_float_one(tmp_path,
 
 
 def test_every_format_of_a_quantization_aware_net_passes_its_parity_check(tmp_path):
-    net = nets_factory.get_network_fn('cifarnet', 10)
-    quantization.enable(net, quantization.QuantizationParams())
+    net = nets_factory.get_network_fn('cifarnet', 10,
+                                      quantization=quantization.QuantizationParams())
     net.build((32, 32, 3))
     preprocess_image = preprocessing_factory.get_preprocessing('cifarnet')
     preprocess = lambda image: preprocess_image(image, 32, 32)  # noqa: E731
@@ -102,8 +102,8 @@ def test_every_format_of_a_quantization_aware_net_passes_its_parity_check(tmp_pa
 
 def test_evaluation_and_export_quantize_when_the_checkpoint_is_quantization_aware(tmp_path):
     from cli import assembly  # pylint: disable=import-outside-toplevel
-    trained = nets_factory.get_network_fn('cifarnet', 10)
-    quantization.enable(trained, quantization.QuantizationParams())
+    trained = nets_factory.get_network_fn('cifarnet', 10,
+                                          quantization=quantization.QuantizationParams())
     trained.build((32, 32, 3))
     tf.train.Checkpoint(model=trained).save(str(tmp_path / 'qat' / 'model.ckpt'))
     tf.train.Checkpoint(model=testing_utils.built_cifarnet()).save(
@@ -111,9 +111,7 @@ def test_evaluation_and_export_quantize_when_the_checkpoint_is_quantization_awar
     (tmp_path / 'empty').mkdir()
 
     def quantized(checkpoint_dir, quantize):
-        net = nets_factory.get_network_fn('cifarnet', 10)
-        assembly.quantize_if_trained_so(net, str(tmp_path / checkpoint_dir), quantize)
-        return net.quantization is not None
+        return assembly.quantization_of(str(tmp_path / checkpoint_dir), quantize) is not None
 
     assert quantized('qat', quantize=False) and quantized('qat', quantize=True)
     assert not quantized('float', quantize=False)
@@ -128,8 +126,8 @@ def test_evaluation_and_export_quantize_when_the_checkpoint_is_quantization_awar
 @pytest.mark.parametrize('model_name', [
     'mobilenet_v1', pytest.param('mobilenet_v2', marks=pytest.mark.slow)])
 def test_depthwise_and_residual_nets_convert_to_int8_on_their_ranges(model_name):
-    net = nets_factory.get_network_fn(model_name, 10)
-    quantization.enable(net, quantization.QuantizationParams())
+    net = nets_factory.get_network_fn(model_name, 10,
+                                      quantization=quantization.QuantizationParams())
     net.build((64, 64, 3))
     for variable in net.variables:  # fresh batch norms would leave every logit at 0
         if not quantization.is_range(slim_name(variable)):

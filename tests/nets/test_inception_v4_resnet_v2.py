@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from nets import inception_blocks, inception_resnet_v2, inception_v4, layers
+from nets import heads, inception_blocks, inception_resnet_v2, inception_v4, layers
 from nets.inception_resnet_v2 import InceptionResnetV2
 from nets.inception_v4 import InceptionV4
 
@@ -86,13 +86,13 @@ def test_v4_without_classes_returns_pooled_features():
 
 
 def test_whole_map_average_of_unknown_size_is_a_mean():
-    pool = tf.function(inception_blocks.whole_map_average).get_concrete_function(
+    pool = tf.function(heads.whole_map_average).get_concrete_function(
         tf.TensorSpec([2, None, None, 4]))
     assert pool.output_shapes.as_list() == [2, 1, 1, 4]
     maps = _images(5, 7, batch=2)
     np.testing.assert_allclose(pool(maps), tf.reduce_mean(maps, [1, 2], keepdims=True),
                                rtol=1e-6)
-    np.testing.assert_allclose(inception_blocks.whole_map_average(maps), pool(maps), rtol=1e-6)
+    np.testing.assert_allclose(heads.whole_map_average(maps), pool(maps), rtol=1e-6)
 
 
 def test_aux_head_needs_a_known_map_size_and_keeps_its_first():

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from datasets import shapes
 from nets import nets_factory
-from nets.nasnet import cells
+from nets.nasnet import cell_network, cells
 from training import learning_rate as lr_config
 from training import losses, optimizers, train_loop
 
@@ -28,14 +28,14 @@ class TestDropPathSchedule:
         keep, cells_in_net, total = 0.6, 20, 1000
         for depth in (0, 9, 19):
             by_depth = 1.0 - (depth + 1) / cells_in_net * (1.0 - keep)
-            assert cells.drop_path_keep_prob(keep, depth, cells_in_net) == \
+            assert cell_network.drop_path_keep_prob(keep, depth, cells_in_net) == \
                 pytest.approx(by_depth)
             for step, progress in ((0, 0.0), (250, 0.25), (1000, 1.0), (5000, 1.0)):
                 expected = 1.0 - progress * (1.0 - by_depth)
-                assert float(cells.drop_path_keep_prob(keep, depth, cells_in_net, step,
-                                                       total)) == pytest.approx(expected)
+                assert float(cell_network.drop_path_keep_prob(
+                    keep, depth, cells_in_net, step, total)) == pytest.approx(expected)
         # The last cell at the end of training drops with the configured probability.
-        assert float(cells.drop_path_keep_prob(keep, 19, 20, 1000, 1000)) == \
+        assert float(cell_network.drop_path_keep_prob(keep, 19, 20, 1000, 1000)) == \
             pytest.approx(keep)
 
     def test_drop_path_zeroes_whole_examples_and_rescales_the_rest(self):
@@ -80,9 +80,9 @@ class TestDropPathSchedule:
         seen_steps = []
         forward = net.forward
 
-        def recording_forward(images, *, training, step=None):
+        def recording_forward(images, *, training, step=None, **rest):
             seen_steps.append((training, step))
-            return forward(images, training=training, step=step)
+            return forward(images, training=training, step=step, **rest)
 
         net.forward = recording_forward
         images, labels = shapes.generate(8, seed=0)

@@ -1,6 +1,9 @@
 """Every implemented net against TF-Slim's reference: variables, end points, logits."""
 import dataclasses
 
+import pathlib
+import re
+
 from helpers import testing_utils
 import numpy as np
 import pytest
@@ -201,6 +204,59 @@ def test_dropout_active_only_in_training():
     np.testing.assert_array_equal(eval_first, eval_second)
 
 
+# Small builds of every family whose forward pass draws random numbers (dropout, and
+# NASNet's drop-path), with dropout strong enough to show: (name, options, input size).
+RANDOM_NETS = [
+    ('cifarnet', {}, 32), ('lenet', {}, 28),
+    ('vgg_a', dict(fc_conv_padding='SAME', spatial_squeeze=False), 32),
+    ('mobilenet_v1', dict(depth_multiplier=0.25, dropout_keep_prob=0.5), 64),
+    ('mobilenet_v2', dict(depth_multiplier=0.35, dropout_keep_prob=0.5), 64),
+    ('inception_v2', dict(depth_multiplier=0.1, global_pool=True), 64),
+    ('nasnet_cifar', dict(num_cells=3, num_conv_filters=8, dense_dropout_keep_prob=0.5,
+                          drop_path_keep_prob=0.5, total_training_steps=1), 32),
+]
+
+
+@pytest.mark.parametrize('name, options, size', RANDOM_NETS)
+def test_random_generator_given_per_call_decides_every_mask(name, options, size):
+    net = nets_factory.get_network_fn(name, 10, is_training=True, **options)
+    images = tf.random.stateless_uniform([8, size, size, 3], seed=[1, 2], minval=-1)
+    net.build((size, size, 3))
+    variables = [v.name for v in net.variables]
+    dependencies = _checkpoint_dependencies(net)
+
+    def logits(generator):
+        return net(images, step=1, random_generator=generator)[0].numpy()
+
+    first = logits(tf.random.Generator.from_seed(5))
+    np.testing.assert_array_equal(logits(tf.random.Generator.from_seed(5)), first)
+    assert not np.allclose(logits(tf.random.Generator.from_seed(6)), first)
+    # The generator is the caller's: no variable or checkpoint dependency of the net.
+    assert [v.name for v in net.variables] == variables
+    assert _checkpoint_dependencies(net) == dependencies
+
+
+def _checkpoint_dependencies(net):
+    view = tf.train.TrackableView(net)
+    return sorted((type(parent).__name__, name)
+                  for parent in view.descendants() for name in view.children(parent))
+
+
+def test_networks_know_their_spec_from_construction():
+    net = nets_factory.get_network_fn('lenet', 10)
+    assert net.spec is nets_factory.get_spec('lenet')
+    assert net.default_image_size == 28
+    assert 'spec' in vars(net) and 'default_image_size' not in vars(net)
+
+
+@pytest.mark.parametrize('name', IMPLEMENTED)
+def test_every_registered_name_is_written_where_it_is_registered(name):
+    # A grep for 'resnet_v1_50' finds the line that registers it, not a format string.
+    sources = '\n'.join(path.read_text() for path in
+                        (pathlib.Path(nets_factory.__file__).parent).rglob('*.py'))
+    assert re.search(rf"(register_network|_register)\(\s*'{name}'", sources), name
+
+
 def test_unknown_model_name_lists_choices():
     with pytest.raises(UsageError, match='cifarnet.*lenet'):
         nets_factory.get_network_fn('resnet_v9', 10)
@@ -211,167 +267,6 @@ def test_unset_options_keep_net_defaults():
     assert net.dropout_keep_prob == 0.5
     net = nets_factory.get_network_fn('cifarnet', 10, dropout_keep_prob=0.8)
     assert net.dropout_keep_prob == 0.8
-
-
-class TestLayerKit:
-
-    def test_batch_norm_updates_moving_statistics_like_slim(self):
-        bn = layers.BatchNorm('Net/BatchNorm', layers.BatchNormParams(decay=0.9, scale=True))
-        x = tf.constant(np.random.default_rng(1).normal(3.0, 2.0, (8, 4, 4, 5)), tf.float32)
-        y = bn(x, training=True)
-        np.testing.assert_allclose(y.numpy().mean(axis=(0, 1, 2)), 0.0, atol=1e-4)
-        batch_mean = x.numpy().mean(axis=(0, 1, 2))
-        unbiased_var = x.numpy().var(axis=(0, 1, 2), ddof=1)
-        np.testing.assert_allclose(bn.moving_mean.numpy(), 0.1 * batch_mean, rtol=1e-4)
-        np.testing.assert_allclose(bn.moving_variance.numpy(), 0.9 + 0.1 * unbiased_var,
-                                   rtol=1e-4)
-        assert sorted(v.name for v in bn.variables) == [
-            'Net/BatchNorm/beta:0', 'Net/BatchNorm/gamma:0',
-            'Net/BatchNorm/moving_mean:0', 'Net/BatchNorm/moving_variance:0']
-        inference = bn(x, training=False).numpy()
-        expected = (x.numpy() - bn.moving_mean.numpy()) / np.sqrt(
-            bn.moving_variance.numpy() + 1e-3)
-        np.testing.assert_allclose(inference, expected, rtol=1e-4, atol=1e-4)
-
-    def test_training_is_required_where_it_changes_behaviour(self):
-        conv = layers.Conv2D('conv', 4, 3, normalizer=layers.BatchNormParams())
-        with pytest.raises(TypeError, match='training'):
-            conv(tf.zeros([1, 8, 8, 2]))
-        with pytest.raises(TypeError, match='training'):
-            layers.dropout(tf.zeros([2, 3]), 0.5)
-
-    def test_normalized_conv_has_no_biases_and_names_its_batch_norm(self):
-        conv = layers.Conv2D('Net/conv', 4, 3, normalizer=layers.BatchNormParams())
-        conv(tf.zeros([1, 8, 8, 2]), training=False)
-        assert sorted(v.name for v in conv.variables) == [
-            'Net/conv/BatchNorm/beta:0', 'Net/conv/BatchNorm/moving_mean:0',
-            'Net/conv/BatchNorm/moving_variance:0', 'Net/conv/weights:0']
-        renamed = layers.Conv2D('conv0', 4, 3, normalizer=layers.BatchNormParams(),
-                                normalizer_name='conv0_bn')
-        renamed(tf.zeros([1, 8, 8, 2]), training=False)
-        assert 'conv0/conv0_bn/moving_mean:0' in [v.name for v in renamed.variables]
-
-    def test_nested_blocks_compose_relative_names(self):
-        class Mixed(layers.Module):
-            def __init__(self):
-                super().__init__('Mixed_5b')
-                self.branches = [
-                    layers.Sequential('Branch_0', [layers.Conv2D('Conv2d_0a_1x1', 4, 1)]),
-                    layers.Sequential('Branch_1', [
-                        layers.Conv2D('Conv2d_0a_1x1', 3, 1),
-                        lambda x: layers.max_pool(x, 3, 1, 'SAME'),
-                        layers.Conv2D('Conv2d_0b_5x5', 5, 5,
-                                      normalizer=layers.BatchNormParams())])]
-
-            def forward(self, x, *, training):
-                return tf.concat([b(x, training=training) for b in self.branches], -1)
-
-        class Net(layers.Module):
-            def __init__(self, scope):
-                super().__init__(scope)
-                self.mixed = Mixed()
-                self.cell = layers.Conv2D('cell_0/conv', 2, 1)
-
-            def forward(self, x, *, training):
-                return self.cell(self.mixed(x, training=training), training=training)
-
-        out = Net('InceptionV3')(tf.zeros([1, 8, 8, 2]), training=True)
-        assert out.shape == [1, 8, 8, 2]
-        net = Net('')  # NASNet-style root-level names
-        net(tf.zeros([1, 8, 8, 2]), training=False)
-        assert sorted(v.name for v in net.variables) == [
-            'Mixed_5b/Branch_0/Conv2d_0a_1x1/biases:0',
-            'Mixed_5b/Branch_0/Conv2d_0a_1x1/weights:0',
-            'Mixed_5b/Branch_1/Conv2d_0a_1x1/biases:0',
-            'Mixed_5b/Branch_1/Conv2d_0a_1x1/weights:0',
-            'Mixed_5b/Branch_1/Conv2d_0b_5x5/BatchNorm/beta:0',
-            'Mixed_5b/Branch_1/Conv2d_0b_5x5/BatchNorm/moving_mean:0',
-            'Mixed_5b/Branch_1/Conv2d_0b_5x5/BatchNorm/moving_variance:0',
-            'Mixed_5b/Branch_1/Conv2d_0b_5x5/weights:0',
-            'cell_0/conv/biases:0', 'cell_0/conv/weights:0']
-
-    def test_variables_created_inside_tf_function_keep_slim_names(self):
-        net = layers.Sequential('Outer', [layers.Conv2D('conv', 2, 3)])
-        tf.function(lambda x: net(x, training=False))(tf.zeros([1, 5, 5, 1]))
-        assert sorted(v.name for v in net.variables) == ['Outer/conv/biases:0',
-                                                         'Outer/conv/weights:0']
-
-    @pytest.mark.parametrize('kernel, map_size, padding', [
-        (7, 7, 'VALID'), (1, 1, 'SAME'), ([2, 3], [2, 3], 'VALID'), (3, 3, 'SAME')])
-    def test_conv_spanning_its_input_equals_the_convolution(self, kernel, map_size, padding):
-        # A kernel spanning the map (fc-as-conv) runs as a matmul; values and gradients
-        # must equal the convolution's. (3, 3, SAME) is not 1x1 out: the conv path.
-        conv = layers.Conv2D('fc', 5, kernel, padding=padding, activation=None,
-                             biases_initializer=None)
-        size = map_size if isinstance(map_size, list) else [map_size, map_size]
-        x = tf.random.stateless_normal([3, *size, 4], seed=[5, 6])
-        with tf.GradientTape(persistent=True) as tape:
-            tape.watch(x)
-            ours = conv(x, training=False)
-            theirs = tf.nn.convolution(x, conv.weights, padding=padding)
-        assert ours.shape == theirs.shape
-        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-5)
-        for source in (x, conv.weights):
-            np.testing.assert_allclose(tape.gradient(ours, source).numpy(),
-                                       tape.gradient(theirs, source).numpy(),
-                                       rtol=1e-5, atol=1e-5)
-
-    def test_conv3d_and_3d_pooling(self):
-        conv = layers.Conv3D('Conv3d_1a_7x7', 8, [3, 7, 7], stride=2,
-                             normalizer=layers.BatchNormParams())
-        out = conv(tf.zeros([2, 8, 32, 32, 3]), training=True)
-        assert out.shape == [2, 4, 16, 16, 8]
-        assert conv.weights.shape == [3, 7, 7, 3, 8]
-        assert layers.max_pool(out, [1, 3, 3], [1, 2, 2], 'SAME').shape == [2, 4, 8, 8, 8]
-
-    @pytest.mark.parametrize('size', [7, 8])
-    @pytest.mark.parametrize('stride, rate', [(1, 1), (2, 1), (1, 2)])
-    def test_conv2d_same_pads_as_slim(self, size, stride, rate):
-        conv = layers.conv2d_same('conv', 2, 3, stride=stride, rate=rate,
-                                  activation=None, biases_initializer=None)
-        x = tf.random.stateless_normal([1, size, size, 2], seed=[1, 2])
-        out = conv(x, training=False)
-        # slim: stride 1 is plain SAME; otherwise pad (k_eff - 1) split begin-first, VALID.
-        if stride == 1:
-            expected = tf.nn.conv2d(x, conv.weights, 1, 'SAME', dilations=rate)
-        else:
-            k_eff = 3 + 2 * (rate - 1)
-            begin = (k_eff - 1) // 2
-            padded = tf.pad(x, [[0, 0], [begin, k_eff - 1 - begin],
-                                [begin, k_eff - 1 - begin], [0, 0]])
-            expected = tf.nn.conv2d(padded, conv.weights, stride, 'VALID', dilations=rate)
-        np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
-        assert out.shape[1] == -(-size // stride)
-
-    def test_separable_conv_variables(self):
-        sep = layers.SeparableConv2D('Net/sep', 6, 3, depth_multiplier=2)
-        out = sep(tf.zeros([1, 8, 8, 3]), training=False)
-        assert out.shape == [1, 8, 8, 6]
-        shapes = {v.name: v.shape.as_list() for v in sep.variables}
-        assert shapes == {'Net/sep/depthwise_weights:0': [3, 3, 3, 2],
-                          'Net/sep/pointwise_weights:0': [1, 1, 6, 6],
-                          'Net/sep/biases:0': [6]}
-        depthwise = layers.SeparableConv2D('Net/dw', None, 3, stride=2)
-        assert depthwise(tf.zeros([1, 8, 8, 3]), training=False).shape == [1, 4, 4, 3]
-
-    @pytest.mark.parametrize('dtype', [tf.bfloat16, tf.float16])
-    def test_low_precision_compute_keeps_float32_variables(self, dtype):
-        conv = layers.Conv2D('conv', 4, 3, normalizer=layers.BatchNormParams(scale=True))
-        fc = layers.FullyConnected('fc', 3)
-        x = tf.random.stateless_normal([4, 6, 6, 2], seed=[3, 4])
-        out = fc(layers.flatten(conv(tf.cast(x, dtype), training=True)), training=True)
-        assert out.dtype == dtype
-        assert {v.dtype for v in conv.variables + fc.variables} == {tf.float32}
-        assert conv.batch_norm.moving_mean.numpy().any()  # statistics were updated
-
-    def test_layers_keep_names_under_mirrored_strategy(self):
-        strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
-        with strategy.scope():
-            net = nets_factory.get_network_fn('lenet', 10)
-            net.build([28, 28, 1])
-        names = sorted(v.name for v in net.variables)
-        assert names[0] == 'LeNet/conv1/biases:0'
-        assert all(isinstance(v, tf.distribute.DistributedValues) for v in net.variables)
 
 
 # bfloat16 keeps 8 bits of mantissa (0.4 % per rounding), and rounding errors add up

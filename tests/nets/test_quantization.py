@@ -14,20 +14,21 @@ from nets.network import Network
 class TinyNet(Network):
     """conv (per-channel weights) -> fc (per-tensor weights), no dropout."""
 
-    def __init__(self):
-        super().__init__(scope='Tiny', num_classes=3, is_training=True)
-        self.conv = layers.Conv2D('conv', 4, 3, stride=2)
-        self.fc = layers.FullyConnected('fc', 3, activation=None)
+    def __init__(self, quantization=None):
+        super().__init__(scope='Tiny', num_classes=3, is_training=True,
+                         quantization=quantization)
+        self.conv = layers.Conv2D('conv', 4, 3, stride=2, quantization=self.quantization)
+        self.fc = layers.FullyConnected('fc', 3, activation=None,
+                                        quantization=self.quantization)
 
-    def forward(self, images, *, training):
+    def forward(self, images, *, training, random_generator=None):
         net = self.conv(images, training=training)
         return self.fc(layers.flatten(net), training=training), {}
 
 
 def _twin_nets(delay):
     """A quantization-aware TinyNet and a float one with the same weights."""
-    quantized, plain = TinyNet(), TinyNet()
-    quantization.enable(quantized, quantization.QuantizationParams(delay))
+    quantized, plain = TinyNet(quantization.QuantizationParams(delay)), TinyNet()
     quantized.build((8, 8, 3))
     plain.build((8, 8, 3))
     for source, target in zip(plain.trainable_variables, quantized.trainable_variables):
@@ -107,8 +108,8 @@ def test_fake_quantization_starts_at_the_delay_in_training_and_is_on_at_inferenc
 
 
 def test_every_weighted_layer_gets_a_range_kept_in_checkpoints(tmp_path):
-    net = nets_factory.get_network_fn('cifarnet', 10)
-    quantization.enable(net, quantization.QuantizationParams())
+    net = nets_factory.get_network_fn('cifarnet', 10,
+                                      quantization=quantization.QuantizationParams())
     net.build((32, 32, 3))
     ranges = sorted(slim_name(v) for v in net.variables if not v.trainable)
     assert ranges == sorted(f'CifarNet/{layer}/{end}' for end in ('min', 'max') for layer in
@@ -121,15 +122,44 @@ def test_every_weighted_layer_gets_a_range_kept_in_checkpoints(tmp_path):
     float_path = tf.train.Checkpoint(model=float_net).save(str(tmp_path / 'float' / 'ckpt'))
     assert quantization.is_quantization_aware(quantized_path)
     assert not quantization.is_quantization_aware(float_path)
-    with pytest.raises(ValueError, match='before the network is first called'):
-        quantization.enable(float_net, quantization.QuantizationParams())
+
+
+def _weighted_layers(net):
+    return list(net._flatten(predicate=lambda m: isinstance(m, layers.WeightedLayer)))
+
+
+@pytest.mark.parametrize('name', nets_factory.network_names())
+def test_every_net_gives_its_quantization_to_every_weighted_layer_it_makes(name):
+    net = nets_factory.get_network_fn(name, 10, is_training=True,
+                                      quantization=quantization.QuantizationParams())
+    assert net.quantization is not None and net.input_quantizer is not None
+    made = _weighted_layers(net)
+    assert made and all(layer.quantization is net.quantization and layer.act_quant
+                        for layer in made)
+    assert not _weighted_layers(nets_factory.get_network_fn(name, 10))[0].act_quant
+
+
+@pytest.mark.parametrize('name, options, size', [
+    ('resnet_v1_50', {}, 64),  # shortcut convs, made on the first call
+    ('nasnet_cifar', dict(num_cells=3, num_conv_filters=8), 32),  # cells, made so too
+    ('inception_v3', dict(depth_multiplier=0.1), 139),  # AuxLogits/Conv2d_2a_*
+])
+def test_layers_made_on_the_first_call_are_quantized_too(name, options, size):
+    net = nets_factory.get_network_fn(name, 10, is_training=True, **options,
+                                      quantization=quantization.QuantizationParams())
+    before = len(_weighted_layers(net))
+    net(tf.zeros([2, size, size, 3]), step=0)
+    made = _weighted_layers(net)
+    assert len(made) > before
+    assert all(layer.quantization is net.quantization for layer in made)
+    ranges = {slim_name(v) for v in net.variables if quantization.is_range(slim_name(v))}
+    assert len(ranges) == 2 * (len(made) + 1)  # min and max per layer, and the input's
 
 
 def test_ranges_are_tracked_per_replica_under_mirrored_strategy():
     strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
     with strategy.scope():
-        net = TinyNet()
-        quantization.enable(net, quantization.QuantizationParams(delay=1))
+        net = TinyNet(quantization.QuantizationParams(delay=1))
         net.build((8, 8, 3))
     images = tf.random.stateless_normal([4, 8, 8, 3], seed=[3, 4])
     dataset = strategy.experimental_distribute_dataset(
@@ -145,8 +175,7 @@ def test_ranges_are_tracked_per_replica_under_mirrored_strategy():
 
 
 def test_int8_tflite_model_takes_the_learned_ranges():
-    net = TinyNet()
-    quantization.enable(net, quantization.QuantizationParams())
+    net = TinyNet(quantization.QuantizationParams())
     net.build((8, 8, 3))
     net(tf.random.stateless_uniform([8, 8, 8, 3], seed=[5, 6], minval=-2, maxval=3),
         training=True)
@@ -170,8 +199,8 @@ def test_a_float_checkpoint_starts_quantization_aware_fine_tuning(tmp_path):
     from training import checkpoints  # pylint: disable=import-outside-toplevel
     float_net = testing_utils.built_cifarnet()
     path = tf.train.Checkpoint(model=float_net).save(str(tmp_path / 'model.ckpt'))
-    net = nets_factory.get_network_fn('cifarnet', 10, is_training=True)
-    quantization.enable(net, quantization.QuantizationParams())
+    net = nets_factory.get_network_fn('cifarnet', 10, is_training=True,
+                                      quantization=quantization.QuantizationParams())
     net.build((32, 32, 3))
     checkpoints.restore_network(net, path, fine_tuning=True)  # ranges: from the 1st batch
     np.testing.assert_array_equal(net.conv1.weights.numpy(), float_net.conv1.weights.numpy())

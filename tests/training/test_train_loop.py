@@ -146,8 +146,9 @@ def test_nan_loss_stops_with_a_clear_error(tmp_path):
     class PoisonedNetwork:
         """The same net, but its logits turn NaN (as after a divergent step)."""
 
-        def __call__(self, images, training, step=None):
-            logits, end_points = network(images, training=training, step=step)
+        def __call__(self, images, training, step=None, random_generator=None):
+            logits, end_points = network(images, training=training, step=step,
+                                         random_generator=random_generator)
             return logits * float('nan'), end_points
 
         def regularization_losses(self):
