@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from cli import assembly  # noqa: E402
-from deployment import model_deploy, runners  # noqa: E402
+from deployment import model_deploy  # noqa: E402
 from nets import nets_factory, precision  # noqa: E402
 from training import optimizers, train_loop  # noqa: E402
 
@@ -128,12 +128,12 @@ def _synthetic_input_fn(batch_size, image_shape, num_classes):
 
 def _real_input_fn(model_name, batch_size):
     data = assembly.DataConfig(dataset_name=FLAGS.dataset_name, dataset_split_name='train',
-                           dataset_dir=FLAGS.dataset_dir, model_name=model_name,
-                           batch_size=batch_size, seed=0)
-    assembly = assembly.assemble_data(data, is_training=True)
+                               dataset_dir=FLAGS.dataset_dir, model_name=model_name,
+                               batch_size=batch_size, seed=0)
+    assembled = assembly.assemble_data(data, is_training=True)
     # The training pipeline, without its unreadable-example counter.
-    return (lambda context=None: assembly.input_fn(context).map(lambda i, l, _: (i, l)),
-            assembly.image_shape, assembly.num_classes)
+    return (lambda context=None: assembled.input_fn(context).map(lambda i, l, _: (i, l)),
+            assembled.image_shape, assembled.num_classes)
 
 
 def ours(model_name, input_fn, image_shape, num_classes, batch_size, train_dir,

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The whole job, offline: build `shapes`, train cifarnet on 2 CPU clones, evaluate,
 # export, reload the export and predict. Usage: scripts/demo.sh [OUTPUT_DIR]
+# OUTPUT_DIR is the demo's own: a re-run keeps the converted data, resumes training
+# from its checkpoint (a finished run has no steps left), evaluates again and replaces
+# the export.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
@@ -13,7 +16,7 @@ step() { printf '\n=== %s\n' "$*"; }
 step "1/5 Building the shapes dataset in $OUT/shapes"
 "$PYTHON" download_and_convert_data.py --dataset_name=shapes --dataset_dir="$OUT/shapes"
 
-step "2/5 Training cifarnet for $STEPS steps on 2 CPU clones (resumes if $OUT/train has a checkpoint)"
+step "2/5 Training cifarnet to step $STEPS on 2 CPU clones (resumes from $OUT/train's checkpoint, if any)"
 "$PYTHON" train_image_classifier.py --dataset_name=shapes --dataset_dir="$OUT/shapes" \
     --model_name=cifarnet --train_dir="$OUT/train" --num_clones=2 --clone_on_cpu \
     --batch_size=64 --max_number_of_steps="$STEPS" --optimizer=adam --opt_epsilon=1e-8 \
@@ -25,10 +28,10 @@ step "3/5 Evaluating on the 1,000 validation images"
     --dataset_split_name=validation --model_name=cifarnet \
     --checkpoint_path="$OUT/train" --eval_dir="$OUT/eval"
 
-step "4/5 Exporting a SavedModel and a frozen GraphDef"
+step "4/5 Exporting a SavedModel and a frozen GraphDef (replacing a previous run's)"
 "$PYTHON" export_inference_graph.py --model_name=cifarnet --dataset_name=shapes \
     --checkpoint_path="$OUT/train" --saved_model_dir="$OUT/export" \
-    --output_file="$OUT/cifarnet_frozen.pb"
+    --output_file="$OUT/cifarnet_frozen.pb" --overwrite
 
 step "5/5 Reloading the export and predicting validation images"
 "$PYTHON" scripts/predict_saved_model.py --saved_model_dir="$OUT/export" \

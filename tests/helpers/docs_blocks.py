@@ -1,0 +1,329 @@
+"""The shell blocks of README.md and docs/: found, scaled down, and run in a scratch
+directory. tests/e2e/test_docs.py uses it; its docstring lists the markers and rules."""
+import dataclasses
+import os
+import pathlib
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
+SHELL_LANGUAGES = {'sh', 'bash', 'shell'}
+# Fences whose commands would escape the test: a command belongs in a shell block.
+PLAIN_LANGUAGES = {'', 'text'}
+COMMAND_LINE = re.compile(r'^\s*(python3?|\.venv/bin/python|make|scripts/\S+\.sh|sbatch)\s')
+FENCE = re.compile(r'^(\s*)(```+)\s*([\w+-]*)\s*$')
+MARKER = re.compile(r'^\s*<!--\s*docs-test:\s*(.*?)\s*-->\s*$')
+MARKER_PART = re.compile(
+    r'\s*(?:(?P<kind>skip|known-failing)\s*\((?P<reason>[^()]+)\)|(?P<slow>slow)'
+    r'|timeout=(?P<timeout>\d+)|steps=(?P<steps>\d+))\s*(?:,|$)')
+MACHINE = re.compile(r'^\s*#\s*on\s+\S+')
+FEW_STEPS = 4
+FAST_TIMEOUT = 180
+SLOW_TIMEOUT = 600
+# What a scratch directory links from the checkout: what the docs' commands run. The
+# packages are not linked (a block could write into them); they are imported from the
+# checkout (PYTHONPATH).
+LINKED = ('*.py', 'Makefile', 'requirements*.txt', 'scripts', 'benchmarks', '.venv')
+# Where absolute example paths (/tmp/..., /data/..., /shared/...) land in it.
+DISK = 'disk'
+
+
+@dataclasses.dataclass
+class Block:
+    path: pathlib.Path
+    line: int  # of the opening fence, 1-based
+    text: str
+    skip: str | None = None  # the reason
+    known_failing: str | None = None  # the reason; the block still runs
+    slow: bool = False
+    timeout: int | None = None
+    steps: int = FEW_STEPS  # the most --max_number_of_steps it keeps
+
+    @property
+    def where(self):
+        try:
+            return f'{self.path.relative_to(ROOT)}:{self.line}'
+        except ValueError:
+            return f'{self.path}:{self.line}'
+
+
+@dataclasses.dataclass
+class Outcome:
+    block: Block
+    status: str  # 'passed', 'failed', 'timed out', 'skipped', 'slow, not run'
+    seconds: float = 0.0
+    output: str = ''
+    script: str = ''
+
+
+class DocsError(ValueError):
+    """A doc breaks the rules (an unknown marker, a command outside a shell block)."""
+
+
+def parse_marker(text, where):
+    """{'skip': reason, 'known_failing': reason, 'slow': bool, 'timeout': int,
+    'steps': int}."""
+    found = {}
+    position = 0
+    while position < len(text):
+        match = MARKER_PART.match(text, position)
+        if not match or match.end() == position:
+            raise DocsError(f'{where}: unknown docs-test marker {text!r}; use "skip '
+                            f'(reason)", "slow", "timeout=SECONDS", "steps=N" or '
+                            f'"known-failing (reason)".')
+        if match['kind']:
+            found[match['kind'].replace('-', '_')] = match['reason'].strip()
+        elif match['slow']:
+            found['slow'] = True
+        elif match['timeout']:
+            found['timeout'] = int(match['timeout'])
+        else:
+            found['steps'] = int(match['steps'])
+        position = match.end()
+    return found
+
+
+def extract(path):
+    """Every shell block of a markdown file, with the marker on the line before it."""
+    path = pathlib.Path(path)
+    lines = path.read_text().splitlines()
+    blocks, marker, marker_line = [], None, 0
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        where = f'{path}:{index + 1}'
+        marker_match = MARKER.match(line)
+        fence = FENCE.match(line)
+        if marker_match:
+            if marker is not None:
+                raise DocsError(f'{path}:{marker_line}: docs-test marker not followed by '
+                                f'a shell block.')
+            marker, marker_line = parse_marker(marker_match[1], where), index + 1
+        elif fence:
+            indent, ticks, language = fence.groups()
+            fence_line = index + 1
+            body = []
+            index += 1
+            while index < len(lines) and not (lines[index].strip().startswith(ticks)
+                                              and not lines[index].strip().strip('`')):
+                body.append(lines[index][len(indent):] if lines[index].startswith(indent)
+                            else lines[index].lstrip())
+                index += 1
+            language = language.lower()
+            if language in SHELL_LANGUAGES:
+                options = marker or {}
+                blocks.append(Block(path, fence_line, '\n'.join(body) + '\n',
+                                    skip=options.get('skip'),
+                                    known_failing=options.get('known_failing'),
+                                    slow=options.get('slow', False),
+                                    timeout=options.get('timeout'),
+                                    steps=options.get('steps', FEW_STEPS)))
+            else:
+                if marker is not None:
+                    raise DocsError(f'{path}:{marker_line}: docs-test marker before a '
+                                    f'```{language} block; markers go before shell blocks.')
+                if language == 'console':
+                    raise DocsError(f'{where}: ```console blocks are not run; write the '
+                                    f'commands in a ```sh block.')
+                commands = [b for b in body if COMMAND_LINE.match(b)]
+                if language in PLAIN_LANGUAGES and commands:
+                    raise DocsError(f'{where}: a command in a ```{language} block '
+                                    f'({commands[0].strip()!r}) would not be tested; put '
+                                    f'it in a ```sh block.')
+            marker = None
+        elif marker is not None and line.strip():
+            raise DocsError(f'{path}:{marker_line}: docs-test marker not followed by a '
+                            f'shell block.')
+        index += 1
+    if marker is not None:
+        raise DocsError(f'{path}:{marker_line}: docs-test marker not followed by a shell '
+                        f'block.')
+    return blocks
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def free_port_range(count=16):
+    """The first of `count` consecutive free ports (scripts/run_local_cluster.sh's
+    BASE_PORT)."""
+    rng = random.Random()
+    for _ in range(200):
+        first = rng.randrange(20000, 40000)
+        try:
+            for port in range(first, first + count):
+                with socket.socket() as s:
+                    s.bind(('127.0.0.1', port))
+            return first
+        except OSError:
+            continue
+    raise RuntimeError('no range of free ports')
+
+
+def rewrite(text, scratch, ports, steps=FEW_STEPS):
+    """The block as the test runs it (the rules of tests/e2e/test_docs.py).
+    `ports` maps example host:port -> local port, filled as addresses are met."""
+    # 1. Example places on disk -> the scratch directory's disk/.
+    text = re.sub(r'(?<![\w.~/$-])/(?:tmp|data|shared)(?=/)',
+                  str(pathlib.Path(scratch) / DISK), text)
+    # 2. Long trainings -> a few steps, their warmup shrunk alike; benchmarks -> one round.
+    steps_flag = re.search(r'--max_number_of_steps=(\d+)', text)
+    if steps_flag:
+        factor = min(int(steps_flag[1]), steps) / int(steps_flag[1])
+        text = re.sub(r'--warmup_epochs=([\d.]+)',
+                      lambda m: f'--warmup_epochs={float(m[1]) * factor:g}', text)
+    text = re.sub(r'--max_number_of_steps=(\d+)',
+                  lambda m: f'--max_number_of_steps={min(int(m[1]), steps)}', text)
+    text = re.sub(r'--rounds=\d+', '--rounds=1', text)
+
+    # 3. Example hosts -> 127.0.0.1 and a free port, the same one for the same address.
+    def local(match):
+        if match[0] not in ports:
+            ports[match[0]] = free_port()
+        return f'127.0.0.1:{ports[match[0]]}'
+    text = re.sub(r'\b(?:\d{1,3}\.){3}\d{1,3}:\d+\b', local, text)
+    # 4. One machine's commands ("# on HOST" ... up to the next) run beside the others'.
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if MACHINE.match(line)]
+    if starts:
+        sections = [lines[a:b] for a, b in zip(starts, starts[1:] + [len(lines)])]
+        text = '\n'.join(
+            lines[:starts[0]] + ['__docs_pids=()']
+            + [f'(\n{chr(10).join(section)}\n) &\n__docs_pids+=($!)' for section in sections]
+            # The first machine to fail fails the block (the rest are then stopped).
+            + ['for __pid in "${__docs_pids[@]}"; do wait -n || exit $?; done']) + '\n'
+    return text
+
+
+def prepare_scratch(scratch, fixtures):
+    """A scratch directory that looks like the checkout to the docs' commands (its
+    scripts linked, not copied), with copies of the fixtures: my_photos/ and
+    new_photo.jpg at the top, shapes/ in disk/ (the docs' /tmp/shapes)."""
+    scratch = pathlib.Path(scratch)
+    (scratch / DISK).mkdir(parents=True, exist_ok=True)
+    for pattern in LINKED:
+        for entry in ROOT.glob(pattern):
+            if not (scratch / entry.name).exists():
+                (scratch / entry.name).symlink_to(entry)
+    fixtures = pathlib.Path(fixtures)
+    shutil.copytree(fixtures / 'my_photos', scratch / 'my_photos')
+    shutil.copy2(fixtures / 'new_photo.jpg', scratch / 'new_photo.jpg')
+    shutil.copytree(fixtures / 'shapes', scratch / DISK / 'shapes')
+    return scratch
+
+
+def environment(extra=None):
+    env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
+    # `python` in a doc is this test's interpreter (the project's venv), and the
+    # packages import from the checkout, as when a user runs there.
+    env['PATH'] = os.path.dirname(sys.executable) + os.pathsep + env.get('PATH', '')
+    env['PYTHONPATH'] = str(ROOT)
+    env['BASE_PORT'] = str(free_port_range())
+    env.update(extra or {})
+    return env
+
+
+def run_block(block, scratch, ports, number, timeout=None):
+    """Runs one block with `bash -e` in the scratch directory; an Outcome."""
+    script = rewrite(block.text, scratch, ports, block.steps)
+    path = pathlib.Path(scratch) / f'.docs_block_{number:02d}.sh'
+    path.write_text(script)
+    timeout = timeout or block.timeout or (SLOW_TIMEOUT if block.slow else FAST_TIMEOUT)
+    start = time.monotonic()
+    process = subprocess.Popen(['bash', '-e', str(path)], cwd=scratch, env=environment(),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+        status = 'passed' if process.returncode == 0 else 'failed'
+    except subprocess.TimeoutExpired:
+        status = 'timed out'
+        _kill_group(process.pid)
+        output, _ = process.communicate()
+        output += f'\n[docs test: killed after {timeout} s]'
+    finally:
+        _kill_group(process.pid)  # whatever the block left running (servers, ...)
+    return Outcome(block, status, time.monotonic() - start, output, script)
+
+
+def _kill_group(pgid):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        time.sleep(0.5)
+
+
+def run_page(blocks, scratch, include_slow):
+    """Runs a page's blocks in order; stops at the first failure (later blocks may
+    need its output), except of a known-failing block. Returns one outcome per block."""
+    outcomes, failed = [], False
+    for number, block in enumerate(blocks):
+        if block.skip:
+            outcomes.append(Outcome(block, 'skipped'))
+        elif (block.slow and not include_slow) or failed:
+            outcomes.append(Outcome(block, 'slow, not run' if not failed else 'not run'))
+        else:
+            outcome = run_block(block, scratch, {}, number)
+            outcomes.append(outcome)
+            failed = outcome.status != 'passed' and not block.known_failing
+    return outcomes
+
+
+def failure_report(outcome, tail=60):
+    lines = outcome.output.rstrip().splitlines()
+    known = (f'KNOWN-FAILING ({outcome.block.known_failing}): '
+             if outcome.block.known_failing else '')
+    return (f'{known}docs block {outcome.block.where} {outcome.status} after '
+            f'{outcome.seconds:.0f} s.\n--- as run ---\n{outcome.script}--- last '
+            f'{min(tail, len(lines))} lines of output ---\n' + '\n'.join(lines[-tail:]))
+
+
+# The data the docs' blocks find in their scratch directory.
+PHOTO_CLASSES = ('daisy', 'roses', 'tulips')
+
+
+def write_photos(directory, per_class=20, seed=0):
+    """my_photos/<class>/*.jpg: small JPEGs (one PNG per class) of `shapes` drawings,
+    one shape per class, at a few sizes; and new_photo.jpg beside it."""
+    import numpy as np
+    import tensorflow as tf
+    from datasets import shapes
+    directory = pathlib.Path(directory)
+    rng = np.random.default_rng(seed)
+    images, labels = shapes.generate(40 * per_class, seed=seed)
+    for label, name in enumerate(PHOTO_CLASSES):
+        (directory / 'my_photos' / name).mkdir(parents=True, exist_ok=True)
+        chosen = images[labels == label][:per_class]
+        for number, image in enumerate(chosen):
+            size = rng.integers(48, 97, 2)
+            resized = tf.cast(tf.image.resize(image, size), tf.uint8)
+            png = number == 0
+            data = tf.io.encode_png(resized) if png else tf.io.encode_jpeg(resized)
+            suffix = 'png' if png else 'jpg'
+            (directory / 'my_photos' / name / f'{name}_{number:02d}.{suffix}').write_bytes(
+                data.numpy())
+    new = images[labels == 1][per_class]
+    (directory / 'new_photo.jpg').write_bytes(tf.io.encode_jpeg(new).numpy())
+
+
+def build_fixtures(directory):
+    """What every page's scratch directory starts with: my_photos/ and new_photo.jpg,
+    and shapes/ (converted by the converter script, as docs/data.md does)."""
+    directory = pathlib.Path(directory)
+    write_photos(directory)
+    subprocess.run([sys.executable, str(ROOT / 'download_and_convert_data.py'),
+                    '--dataset_name=shapes', f'--dataset_dir={directory / "shapes"}'],
+                   cwd=directory, env=environment(), check=True, capture_output=True,
+                   timeout=300)
+    return directory
