@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 SHELL_LANGUAGES = {'sh', 'bash', 'shell'}
 # Fences whose commands would escape the test: a command belongs in a shell block.
@@ -30,6 +32,8 @@ SLOW_TIMEOUT = 600
 # packages are not linked (a block could write into them); they are imported from the
 # checkout (PYTHONPATH).
 LINKED = ('*.py', 'Makefile', 'requirements*.txt', 'scripts', 'benchmarks', '.venv')
+# The docs test's one-line summary, kept for the end of the run (tests/e2e/conftest.py).
+SUMMARY = pytest.StashKey[str]()
 # Where absolute example paths (/tmp/..., /data/..., /shared/...) land in it.
 DISK = 'disk'
 
