@@ -2,8 +2,8 @@
 
 Reproduces the later slim version that has --warmup_epochs:
 
-    steps_per_epoch = num_samples_per_epoch / batch_size     (/ replicas_to_aggregate:
-                                                               slim's sync_replicas)
+    steps_per_epoch = num_samples_per_epoch / batch_size     (/ batches_per_update:
+                                                               replicas aggregated)
     decay_steps = int(steps_per_epoch * num_epochs_per_decay)
     exponential: lr * decay_factor ** floor(step / decay_steps)
     polynomial:  (lr - end_lr) * (1 - min(step, decay_steps) / decay_steps) + end_lr

@@ -1,6 +1,6 @@
 """The model's side of a training step: one replica's gradients, and the update.
 
-The deployment plan's inner loop (deployment.steps, deployment.sync_replicas_steps)
+The deployment plan's inner loop (deployment.plan chooses it per mode)
 calls `replica_gradients` inside `strategy.run`, aggregates the gradients its own way,
 then `apply_gradients` and `after_update`. Everything here is the same in every mode.
 """
