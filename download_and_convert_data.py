@@ -26,7 +26,7 @@ from cli import configs, guard  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 from datasets import dataset_factory  # noqa: E402
 
-FLAG_GROUPS = ('Dataset', 'Conversion', 'Logging')
+FLAG_GROUPS = ('Dataset', 'Conversion', 'Existing output', 'Logging')
 cli_flags.define(FLAG_GROUPS, usage=__doc__)
 
 

@@ -68,6 +68,11 @@ def export(config: ExportConfig, request: pipeline.ExportRequest):
         raise UsageError('--quantize exports a quantization-aware checkpoint; pass its '
                          '--checkpoint_path (a run trained with --quantize_delay).')
     info = dataset_factory.get_info(config.dataset_name, config.dataset_dir)
+    class_names = (dataset_utils.read_label_file(config.dataset_dir)
+                   if config.dataset_dir and dataset_utils.has_labels(config.dataset_dir)
+                   else info.labels_to_names())
+    # Before the network is built: a labels.txt in the way ends in one line at once.
+    pipeline.check_labels_free(request.labels_dir, class_names, request.overwrite)
     network_spec = nets_factory.get_spec(config.model_name)
     num_classes = classes_after_offset(info.num_classes, config.labels_offset)
     channels = image_channels(info.image_shape[-1], config.use_grayscale)
@@ -91,9 +96,6 @@ def export(config: ExportConfig, request: pipeline.ExportRequest):
             preprocessing_family(config.preprocessing_name, network_spec),
             use_grayscale=config.use_grayscale)
         preprocess = lambda image: preprocess_image(image, *input_shape[:2])  # noqa: E731
-    class_names = (dataset_utils.read_label_file(config.dataset_dir)
-                   if config.dataset_dir and dataset_utils.has_labels(config.dataset_dir)
-                   else info.labels_to_names())
     serving = exporter.ServingInfo(
         input_shape=input_shape, labels_offset=config.labels_offset,
         class_names=class_names, decode_channels=info.image_shape[-1],

@@ -181,7 +181,7 @@ def _training(define):
 def _checkpoints_and_progress(define):
     define.integer('save_interval_secs', 600, 'Seconds between checkpoints.')
     define.integer('max_checkpoints_to_keep', 5, 'Most recent checkpoints kept.')
-    define.bool('checkpoint_input_position', True, 'On one device, save the input position '
+    define.bool('checkpoint_input_position', True, 'On one host, save the input position '
                 'with each checkpoint for an exact resume (it holds the shuffle buffer\'s '
                 'records: about --shuffle_buffer_size encoded images); '
                 '--nocheckpoint_input_position keeps checkpoints small.')
@@ -289,13 +289,17 @@ def _export_formats(define):
                   '<export_dir>/saved_model).')
     define.string('output_file', None, 'Where to write the one graph or TFLite file asked '
                   'for; alone, the frozen GraphDef (input placeholder "input").')
-    define.bool('overwrite', False, 'Replace existing exports.')
     define.bool('write_text_graphdef', False, 'Write GraphDefs as text (.pbtxt).')
     define.bool('include_preprocessing', False, 'Add the SavedModel signature '
                 '"serving_bytes": encoded JPEG/PNG strings through the network\'s '
                 'evaluation preprocessing.')
     define.enum('tflite_io_dtype', 'uint8', ['uint8', 'float32'], 'Input and output type of '
                 'the int8 TFLite model.')
+
+
+def _existing_output(define):
+    define.bool('overwrite', False, 'Replace existing exports (and a labels.txt naming '
+                'other classes); convert an image_folder whose source changed again.')
 
 
 def _parity_check(define):
@@ -317,14 +321,16 @@ def _conversion(define):
     define.bool('keep_archives', False, 'Keep the downloaded archives after conversion '
                 '(TF-Slim deleted them). Kept archives are verified and reused, not '
                 'downloaded again, when the conversion is re-run.')
-    define.string('source_dir', None, 'Data you provide. image_folder: a directory with one '
-                  'sub-directory of images per class. imagenet: a directory holding '
+    define.string('source_dir', None, 'Data you provide. image_folder: a directory with '
+                  'one sub-directory of images per class, or train/, val/, test/ holding '
+                  'such class directories. imagenet: a directory holding '
                   'ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar, or train/ (one '
                   'directory per synset) and val/ extracted from them. visualwakewords: a '
                   'COCO 2014 directory with train2014/, val2014/ and '
                   'annotations/instances_{train,val}2014.json.')
     define.float('validation_percentage', 10.0, 'image_folder: percentage of each class '
-                 'held out for the validation split (seeded, stratified).')
+                 'held out for the validation split (seeded, stratified); not for a '
+                 'source split already.')
     define.integer('train_shards', None, 'Shards of the train split; default: the '
                    'dataset\'s (imagenet 1024, visualwakewords 100, image_folder one per '
                    '1,000 images).')
@@ -366,6 +372,7 @@ GROUPS = {
     'Continuous evaluation': _continuous_evaluation,
     'Exported model': _exported_model,
     'Export formats': _export_formats,
+    'Existing output': _existing_output,
     'Parity check': _parity_check,
     'Conversion': _conversion,
     'Logging': _logging,

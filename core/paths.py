@@ -1,11 +1,12 @@
 """Checks on the directories a job reads and writes, made before any TensorFlow work so a
-wrong path ends in one line instead of a traceback from a file writer."""
+wrong path ends in one line instead of a traceback from a file writer; and setting a
+file aside instead of replacing it."""
 import os
 
 from core.errors import UsageError
 
 
-def _is_remote(path: str) -> bool:
+def is_remote(path: str) -> bool:
     return '://' in path  # gs://, hdfs://: checked by the file system when used
 
 
@@ -13,7 +14,7 @@ def check_output_dir(path: str, flag: str) -> None:
     """Raises a UsageError unless `path` is, or can be created as, a writable directory."""
     if not path:
         raise UsageError(f'{flag} is empty; pass a directory.')
-    if _is_remote(path):
+    if is_remote(path):
         return
     path = os.path.abspath(path)
     if os.path.exists(path) and not os.path.isdir(path):
@@ -32,9 +33,21 @@ def check_output_dir(path: str, flag: str) -> None:
 
 def check_input_dir(path: str, flag: str, fix: str) -> None:
     """Raises a UsageError unless `path` is an existing directory; fix says how to make one."""
-    if _is_remote(path):
+    if is_remote(path):
         return
     if not os.path.exists(path):
         raise UsageError(f'{flag}={path} does not exist; {fix}.')
     if not os.path.isdir(path):
         raise UsageError(f'{flag}={path} is a file, not a directory; {fix}.')
+
+
+def set_aside(path: str, suffix: str) -> str:
+    """Renames the file at path to path + suffix (or path + suffix + '-2', '-3', ...: never
+    over another file) and returns the new name. For files a job must not replace
+    because it may not have written them."""
+    candidate, number = path + suffix, 1
+    while os.path.lexists(candidate):
+        number += 1
+        candidate = f'{path}{suffix}-{number}'
+    os.rename(path, candidate)
+    return candidate

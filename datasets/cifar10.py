@@ -69,8 +69,8 @@ def download_and_convert(dataset_dir: str, keep_archives: bool = False,
         return
     os.makedirs(dataset_dir, exist_ok=True)
 
-    archive = download.download_file(
-        url, os.path.join(dataset_dir, url.rstrip("/").rsplit("/", 1)[-1]), sha256)
+    archive = os.path.join(dataset_dir, url.rstrip("/").rsplit("/", 1)[-1])
+    downloaded = download.fetch_file(url, archive, sha256)
     # A fresh directory per run, so files from an older or aborted run never mix in.
     extract_dir = tempfile.mkdtemp(dir=dataset_dir, prefix="cifar10_extract_")
     try:
@@ -87,6 +87,6 @@ def download_and_convert(dataset_dir: str, keep_archives: bool = False,
 
     # labels.txt last: its presence marks a finished conversion.
     dataset_utils.write_label_file(INFO.labels_to_names(), dataset_dir)
-    if not keep_archives:
+    if downloaded and not keep_archives:  # a copy that was there is not ours
         os.remove(archive)
     logging.info("Finished converting CIFAR-10 into %s", dataset_dir)

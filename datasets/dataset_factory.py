@@ -15,6 +15,7 @@ from datasets import mnist
 from datasets import shapes
 from datasets import tfds_datasets
 from datasets import visualwakewords
+from core import paths
 from core.errors import UsageError
 
 # The registry: each module declares its NAME (or a static INFO), download_and_convert,
@@ -136,6 +137,7 @@ def download_and_convert(name: str, dataset_dir: str, keep_archives: bool = Fals
                          f"{', '.join(dataset_names())}.")
     module = _module(name)
     _require_dataset_dir(dataset_dir)
+    paths.check_output_dir(dataset_dir, "--dataset_dir")  # e.g. a file: one line
     options = options or dataset_utils.ConvertOptions(keep_archives=keep_archives)
     if module is tfds_datasets:
         tfds_datasets.download_and_prepare(name, dataset_dir)

@@ -15,9 +15,11 @@ import os
 import threading
 from typing import Mapping, Sequence
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from core import paths
 from core.errors import DataError
 from core.progress import ProgressBar
 
@@ -106,14 +108,30 @@ def decode_example(serialized_example: tf.Tensor,
     return decode_image(features["encoded"], image_shape), features["label"]
 
 
+def label_file_text(labels_to_class_names: Mapping[int, str]) -> str:
+    """Lines "<id>:<name>" sorted by id: what write_label_file writes."""
+    return "".join(f"{label}:{labels_to_class_names[label]}\n"
+                   for label in sorted(labels_to_class_names))
+
+
 def write_label_file(labels_to_class_names: Mapping[int, str], dataset_dir: str,
-                     filename: str = LABELS_FILENAME) -> None:
-    """Writes lines "<id>:<name>" sorted by id; the file appears only when complete."""
+                     filename: str = LABELS_FILENAME, replace: bool = False) -> None:
+    """Writes lines "<id>:<name>" sorted by id; the file appears only when complete.
+
+    A file already there with other lines (the user's edits, or not ours at all) is
+    renamed to '<filename>.replaced' first, unless replace.
+    """
     path = os.path.join(dataset_dir, filename)
+    text = label_file_text(labels_to_class_names)
+    if not replace and not paths.is_remote(path) and os.path.isfile(path):
+        with open(path) as f:
+            if f.read() == text:
+                return
+        logging.warning("%s holds other class names than this conversion's; kept as %s",
+                        path, paths.set_aside(path, ".replaced"))
     temp_path = path + ".incomplete"
     with tf.io.gfile.GFile(temp_path, "w") as f:
-        for label in sorted(labels_to_class_names):
-            f.write(f"{label}:{labels_to_class_names[label]}\n")
+        f.write(text)
     tf.io.gfile.rename(temp_path, path, overwrite=True)
 
 
@@ -276,6 +294,7 @@ class ConvertOptions:
     small_object_area_threshold: float = 0.005   # visualwakewords
     foreground_class_of_interest: str = "person"
     num_workers: int | None = None           # parallel encoders; default: every core
+    overwrite: bool = False                  # image_folder: convert a changed source again
 
 
 METADATA_FILENAME = "dataset_info.json"

@@ -12,6 +12,7 @@ import urllib.request
 
 from absl import logging
 
+from core import paths
 from core.progress import ProgressBar
 
 _CHUNK_BYTES = 1 << 20
@@ -48,38 +49,69 @@ class _TransientError(Exception):
     """A failed attempt worth retrying (timeout, reset connection, 5xx)."""
 
 
-def download_file(url: str, path: str, sha256: str, *,
-                  connect_timeout_secs: float = CONNECT_TIMEOUT_SECS,
-                  read_timeout_secs: float = READ_TIMEOUT_SECS,
-                  retries: int = RETRIES) -> str:
-    """Downloads url to path unless a file with the expected sha256 is already there.
+def download_file(url: str, path: str, sha256: str, **timeouts) -> str:
+    """Downloads url to path unless a file with the expected sha256 is already there
+    (see fetch_file); returns path."""
+    fetch_file(url, path, sha256, **timeouts)
+    return path
 
+
+# A file already at the target with another checksum is renamed to this once a good
+# copy arrived: the user may have put it there, so it is never deleted.
+MISMATCH_SUFFIX = ".mismatch"
+
+
+def fetch_file(url: str, path: str, sha256: str, *,
+               connect_timeout_secs: float = CONNECT_TIMEOUT_SECS,
+               read_timeout_secs: float = READ_TIMEOUT_SECS,
+               retries: int = RETRIES) -> bool:
+    """Makes path a file with the expected sha256, downloading url unless one is there.
+
+    Returns whether it downloaded: False when a verified copy was already there (the
+    user's, or an archive an earlier run kept), which callers must leave in place.
     The data goes to '<path>.part', renamed to path only after its checksum matches. A
     connection that stalls (no byte within read_timeout_secs) or breaks is retried,
     resuming the partial file with an HTTP Range request; after the last retry the
     partial file is kept, so running again resumes it. A checksum mismatch or a
-    permanent error (404) deletes it. Returns path.
+    permanent error (404) deletes it. A file at path with another checksum is left as
+    it is while downloading, then renamed to '<path>.mismatch' (never deleted).
     """
-    if os.path.exists(path):
-        if sha256_of_file(path) == sha256:
-            logging.info("Using already downloaded %s", path)
-            return path
-        logging.warning("Checksum of existing %s does not match; downloading it again", path)
-        os.remove(path)
+    found = sha256_of_file(path) if os.path.exists(path) else None
+    if found == sha256:
+        logging.info("Using already downloaded %s", path)
+        return False
+    if found is not None:
+        logging.warning("%s has sha256 %s, not the expected %s; downloading a good copy "
+                        "(that file is kept: renamed to %s%s once the copy arrived)", path,
+                        found, sha256, os.path.basename(path), MISMATCH_SUFFIX)
+    try:
+        _download(url, path + ".part", sha256, connect_timeout_secs, read_timeout_secs,
+                  retries)
+    except DownloadError as error:
+        if found is None:
+            raise
+        raise type(error)(f"{path} has sha256 {found}, not the expected {sha256}, and was "
+                          f"left as it is; downloading a good copy failed: {error}") from None
+    if found is not None:
+        kept = paths.set_aside(path, MISMATCH_SUFFIX)
+        logging.warning("Kept the file that was at %s as %s", path, kept)
+    os.replace(path + ".part", path)
+    return True
 
-    directory = os.path.dirname(os.path.abspath(path))
+
+def _download(url: str, partial: str, sha256: str, connect_timeout_secs: float,
+              read_timeout_secs: float, retries: int) -> None:
+    """Downloads url into partial (resuming it) and verifies its sha256."""
+    directory = os.path.dirname(os.path.abspath(partial))
     os.makedirs(directory, exist_ok=True)
-    partial = path + ".part"
     for attempt in range(retries + 1):
         try:
             _fetch(url, partial, connect_timeout_secs, read_timeout_secs)
             break
         except _TransientError as error:
             if attempt == retries:
-                raise DownloadError(
-                    f"Could not download {url} in {retries + 1} attempts ({error}); "
-                    f"{partial} keeps what arrived: run again to resume, or check the "
-                    f"network connection.") from None
+                raise DownloadError(f"Could not download {url} in {retries + 1} attempts "
+                                    f"({error}); {_what_is_kept(partial)}") from None
             wait = _RETRY_WAIT_SECS[min(attempt, len(_RETRY_WAIT_SECS) - 1)]
             logging.warning("Download of %s failed (%s); retrying in %g s.", url, error, wait)
             time.sleep(wait)
@@ -92,8 +124,15 @@ def download_file(url: str, path: str, sha256: str, *,
         raise ChecksumError(
             f"Checksum mismatch for {url}: expected sha256 {sha256}, got {actual}; "
             f"the download was deleted, retry later or check that the URL is right.")
-    os.replace(partial, path)
-    return path
+
+
+def _what_is_kept(partial: str) -> str:
+    """The end of a failed download's message: a .part is mentioned only if it holds bytes."""
+    if os.path.exists(partial) and os.path.getsize(partial):
+        return (f"{partial} keeps what arrived: run again to resume, or check the network "
+                f"connection.")
+    _remove_quietly(partial)
+    return "check the network connection, then run again."
 
 
 def _remove_quietly(path: str) -> None:
@@ -144,7 +183,7 @@ def _fetch(url: str, partial: str, connect_timeout_secs: float,
             raise _TransientError(f"HTTP {e.code}") from None
         raise DownloadError(f"Could not download {url} ({e}); check the URL, then run "
                             f"again.") from None
-    except (socket.timeout, TimeoutError) as e:
+    except (socket.timeout, TimeoutError):
         raise _TransientError(f"no data for {read_timeout_secs:g} s: timed out") from None
     except urllib.error.URLError as e:
         if isinstance(e.reason, (socket.timeout, TimeoutError)):

@@ -68,8 +68,8 @@ def download_and_convert(dataset_dir: str, options: dataset_utils.ConvertOptions
         logging.info("Flowers already converted in %s; skipping", dataset_dir)
         return
     os.makedirs(dataset_dir, exist_ok=True)
-    archive = download.download_file(url, os.path.join(dataset_dir, "flower_photos.tgz"),
-                                      sha256)
+    archive = os.path.join(dataset_dir, "flower_photos.tgz")
+    downloaded = download.fetch_file(url, archive, sha256)
     extract_dir = tempfile.mkdtemp(dir=dataset_dir, prefix="flowers_extract_")
     unreadable = []
 
@@ -102,6 +102,6 @@ def download_and_convert(dataset_dir: str, options: dataset_utils.ConvertOptions
         logging.warning("Skipped %d unreadable file(s): %s", len(unreadable),
                         "; ".join(sorted(unreadable)))
     dataset_utils.write_label_file(dict(enumerate(class_names)), dataset_dir)
-    if not options.keep_archives:
+    if downloaded and not options.keep_archives:  # a copy that was there is not ours
         os.remove(archive)
     logging.info("Finished converting Flowers into %s", dataset_dir)

@@ -87,13 +87,13 @@ def download_and_convert(dataset_dir: str, keep_archives: bool = False,
         return
     os.makedirs(dataset_dir, exist_ok=True)
 
-    archives = []
+    downloaded = []  # copies that were there already are not ours to delete
     for split, (images_file, labels_file) in _SPLIT_FILES.items():
-        images_path, labels_path = [
-            download.download_file(base_url + name, os.path.join(dataset_dir, name),
-                                   sha256s[name])
-            for name in (images_file, labels_file)]
-        archives += [images_path, labels_path]
+        images_path, labels_path = [os.path.join(dataset_dir, name)
+                                    for name in (images_file, labels_file)]
+        for name, path in ((images_file, images_path), (labels_file, labels_path)):
+            if download.fetch_file(base_url + name, path, sha256s[name]):
+                downloaded.append(path)
         images = read_idx_images(images_path)
         labels = read_idx_labels(labels_path)
         if len(images) != len(labels):
@@ -105,6 +105,6 @@ def download_and_convert(dataset_dir: str, keep_archives: bool = False,
     # labels.txt last: its presence marks a finished conversion.
     dataset_utils.write_label_file(INFO.labels_to_names(), dataset_dir)
     if not keep_archives:
-        for path in archives:
+        for path in downloaded:
             os.remove(path)
     logging.info("Finished converting MNIST into %s", dataset_dir)

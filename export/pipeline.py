@@ -80,6 +80,22 @@ def check_targets_free(targets: Mapping[str, str], overwrite: bool):
                          f'; pass --overwrite to replace, or export elsewhere.')
 
 
+def check_labels_free(labels_dir: Optional[str], class_names: Optional[Mapping[int, str]],
+                      overwrite: bool):
+    """Refuses to replace a labels.txt with other lines (another export's, or a file the
+    export did not write), unless overwrite; the same lines are left as they are."""
+    if overwrite or not labels_dir or not class_names:
+        return
+    path = os.path.join(labels_dir, dataset_utils.LABELS_FILENAME)
+    if not tf.io.gfile.exists(path):
+        return
+    with tf.io.gfile.GFile(path) as f:
+        if f.read() == dataset_utils.label_file_text(class_names):
+            return
+    raise UsageError(f'{path} already exists with other class names; pass --overwrite to '
+                     f'replace it, or export elsewhere.')
+
+
 def _remove(path: str):
     if tf.io.gfile.isdir(path):
         tf.io.gfile.rmtree(path)
@@ -199,6 +215,7 @@ def export(network, serving: exporter.ServingInfo, request: ExportRequest,
     Raises ParityCheckFailed, after removing the artifact, on the first that fails.
     """
     check_targets_free(request.targets, request.overwrite)
+    check_labels_free(request.labels_dir, serving.class_names, request.overwrite)
     reference = parity.reference_logits(network, examples.images)
     log(f'Parity check on {examples.source}.')
     results = []
@@ -227,5 +244,6 @@ def export(network, serving: exporter.ServingInfo, request: ExportRequest,
         results.extend(checked)
     if serving.class_names and request.labels_dir:
         tf.io.gfile.makedirs(request.labels_dir)
-        dataset_utils.write_label_file(serving.class_names, request.labels_dir)
+        dataset_utils.write_label_file(serving.class_names, request.labels_dir,
+                                       replace=True)  # checked first
     return results

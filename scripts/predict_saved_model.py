@@ -11,6 +11,10 @@ A SavedModel exported with --include_preprocessing has the 'serving_bytes' signa
 the encoded images go in as they are and the model preprocesses them itself. Otherwise
 the images are decoded and preprocessed here (--preprocessing_name) for
 'serving_default'.
+
+An image file that is missing, empty, truncated or not an image is skipped with one
+WARNING line naming it, and the others are predicted: the exit status is 0 when at least
+one file was predicted, 1 (one ERROR line) when none could be.
 """
 import os
 import sys
@@ -23,7 +27,7 @@ import tensorflow as tf  # noqa: E402
 
 from cli import guard  # noqa: E402
 from core.errors import UsageError  # noqa: E402
-from datasets import dataset_factory, dataset_utils  # noqa: E402
+from datasets import dataset_factory, dataset_utils, image_coding  # noqa: E402
 from export import exporter  # noqa: E402
 from preprocessing import preprocessing_factory  # noqa: E402
 
@@ -31,8 +35,9 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string('saved_model_dir', None, 'The SavedModel written by '
                     'export_inference_graph.py (--saved_model_dir, or <export_dir>/'
                     'saved_model).')
-flags.DEFINE_list('image_files', None, 'Image files (JPEG, PNG, GIF, BMP) to classify; '
-                  'default: --num_examples examples of the dataset split.')
+flags.DEFINE_list('image_files', None, 'Image files (JPEG, PNG, GIF, BMP, WebP) to '
+                  'classify; one that cannot be read is skipped with a warning. Default: '
+                  '--num_examples examples of the dataset split.')
 flags.DEFINE_string('dataset_name', 'shapes', 'The dataset to take examples from.')
 flags.DEFINE_string('dataset_dir', None, 'Where the dataset\'s TFRecords are.')
 flags.DEFINE_string('dataset_split_name', 'validation', 'The split to read.')
@@ -69,14 +74,40 @@ def run(signatures, encoded_images, preprocessing_name, channels=3):
     return serve(**{exporter.INPUT_NAME: images})
 
 
-def _read_files(paths):
-    encoded = []
-    for path in paths:
-        if not tf.io.gfile.exists(path):
-            raise UsageError(f'--image_files: {path} does not exist.')
+def _read_image(path):
+    """The file as JPEG or PNG bytes (other formats re-encoded; a JPEG turned upright by
+    its EXIF orientation, as image_folder converts it), or why it cannot be."""
+    if not tf.io.gfile.exists(path):
+        return None, 'it does not exist'
+    try:
         with tf.io.gfile.GFile(path, 'rb') as f:
-            encoded.append(f.read())
-    return encoded
+            data = f.read()
+    except (OSError, tf.errors.OpError) as error:
+        return None, f'it cannot be read: {error}'
+    if not data:
+        return None, 'it is empty'
+    try:
+        return image_coding.check_image(data, apply_orientation=True).data, None
+    except image_coding.UnreadableImage as error:
+        return None, str(error)
+
+
+def _read_files(paths):
+    """(paths, encoded images) of the files that are images; each other is skipped with
+    one line on stderr, so one bad file costs no other file its prediction."""
+    readable, encoded = [], []
+    for path in paths:
+        data, reason = _read_image(path)
+        if data is None:
+            sys.stderr.write(f'WARNING: skipped {path}: {reason.rstrip(".")}.\n')
+            continue
+        readable.append(path)
+        encoded.append(data)
+    if not readable:
+        raise UsageError(f'None of the {len(paths)} --image_files is an image TensorFlow '
+                         f'can decode (see the warnings above); pass JPEG, PNG, GIF, BMP or '
+                         f'WebP files.')
+    return readable, encoded
 
 
 def _name(outputs, index, class_names=None):
@@ -87,7 +118,8 @@ def _name(outputs, index, class_names=None):
 
 
 def predict_files(signatures, paths, preprocessing_name):
-    outputs = run(signatures, _read_files(paths), preprocessing_name)
+    paths, encoded = _read_files(paths)
+    outputs = run(signatures, encoded, preprocessing_name)
     for index, path in enumerate(paths):
         print(f'{path}: {_name(outputs, index)} '
               f'(class {int(outputs["classes"].numpy()[index])}, '

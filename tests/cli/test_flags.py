@@ -70,8 +70,8 @@ def test_the_scripts_help_and_helpfull():
     """The real scripts: --help by topic, absl's --helpfull by module still there."""
     grouped = run_script(CONVERT, '--help')
     assert grouped.returncode == 1 and 'Traceback' not in grouped.stderr, grouped.stderr
-    assert [title for title, _ in _help_sections(grouped.stdout)][:3] == [
-        'Dataset', 'Conversion', 'Logging']
+    assert [title for title, _ in _help_sections(grouped.stdout)][:4] == [
+        'Dataset', 'Conversion', 'Existing output', 'Logging']
     full = run_script(TRAIN, '--helpfull')
     assert full.returncode == 1 and 'Traceback' not in full.stderr, full.stderr
     assert 'absl.logging:' in full.stdout and '--model_name' in full.stdout

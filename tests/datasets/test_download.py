@@ -1,6 +1,8 @@
 import hashlib
+import http.server
 import io
 import tarfile
+import threading
 
 import pytest
 
@@ -40,15 +42,64 @@ def test_verified_file_is_not_downloaded_again(http_server, tmp_path):
     assert http_server.requests == []
 
 
-def test_corrupt_existing_file_is_downloaded_again(http_server, tmp_path):
+def test_a_file_with_another_checksum_is_kept_aside_once_a_good_copy_arrived(
+        http_server, tmp_path):
     (http_server.directory / "a.bin").write_bytes(b"payload")
     (tmp_path / "a.bin").write_bytes(b"truncat")
 
-    download.download_file(http_server.base_url + "a.bin", str(tmp_path / "a.bin"),
-                           _sha256(b"payload"))
+    downloaded = download.fetch_file(http_server.base_url + "a.bin", str(tmp_path / "a.bin"),
+                                     _sha256(b"payload"))
 
+    assert downloaded
     assert (tmp_path / "a.bin").read_bytes() == b"payload"
+    assert (tmp_path / "a.bin.mismatch").read_bytes() == b"truncat"  # never deleted
     assert http_server.requests == ["/a.bin"]
+
+
+def test_a_file_with_another_checksum_is_left_as_it_is_when_the_download_fails(
+        http_server, tmp_path):
+    theirs = b"the user's own"
+    (tmp_path / "a.bin").write_bytes(theirs)
+
+    with pytest.raises(download.DownloadError) as error:
+        download.download_file(http_server.base_url + "absent.bin", str(tmp_path / "a.bin"),
+                               _sha256(b"payload"))
+
+    message = str(error.value)
+    assert "\n" not in message
+    assert f"{tmp_path / 'a.bin'} has sha256 {_sha256(theirs)}" in message
+    assert f"not the expected {_sha256(b'payload')}, and was left as it is" in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin", "served"]
+    assert (tmp_path / "a.bin").read_bytes() == theirs
+
+
+def test_a_verified_copy_already_there_is_reported_as_not_downloaded(http_server, tmp_path):
+    (tmp_path / "a.bin").write_bytes(b"payload")
+    assert not download.fetch_file(http_server.base_url + "a.bin", str(tmp_path / "a.bin"),
+                                   _sha256(b"payload"))
+
+
+def test_a_failed_download_mentions_a_part_file_only_when_one_was_left(tmp_path):
+    class Unavailable(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(503)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Unavailable)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(download.DownloadError) as error:
+            download.download_file(f"http://127.0.0.1:{server.server_address[1]}/a.bin",
+                                   str(tmp_path / "a.bin"), _sha256(b"payload"), retries=0)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert ".part" not in str(error.value) and "run again" in str(error.value)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_missing_url_raises_download_error_and_leaves_nothing(http_server, tmp_path):

@@ -1,17 +1,22 @@
 """The script, run as a user would: bad input gives one ERROR line and a non-zero exit."""
 import concurrent.futures
+import hashlib
+import http.server
+import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
 
-from datasets import dataset_factory
+from datasets import dataset_factory, flowers
 
 
-def _run(project_root, *args):
+def _run(project_root, *args, env=None):
     return subprocess.run([sys.executable, "download_and_convert_data.py", *args],
-                          cwd=project_root, capture_output=True, text=True, timeout=300)
+                          cwd=project_root, capture_output=True, text=True, timeout=300,
+                          env=env)
 
 
 BAD_INPUT = {
@@ -26,6 +31,8 @@ BAD_INPUT = {
     "empty_dir": (["--dataset_name=mnist", "--dataset_dir="], "pass --dataset_dir=DIR"),
     "stray_argument": (["--dataset_name=mnist", "--dataset_dir=/tmp/x", "stray"],
                        "Unexpected arguments stray"),
+    "dataset_dir_is_a_file": (["--dataset_name=shapes", "--dataset_dir=README.md"],
+                              "README.md is a file, not a directory; pass a directory"),
 }
 
 
@@ -68,3 +75,50 @@ def test_generates_shapes_identical_to_the_library(project_root, tmp_path, shape
         for ours, theirs in zip(read_split("shapes", split, tmp_path),
                                 read_split("shapes", split, shapes_dir)):
             np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.fixture
+def offline_proxy():
+    """An HTTP proxy on 127.0.0.1 refusing every request (403), as a network that lets
+    nothing out: the environment of a script run that must not reach the internet."""
+    requests = []
+
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            requests.append(self.path)
+            self.send_error(403, "offline")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    env = {k: v for k, v in os.environ.items() if k.lower() not in ("no_proxy", "http_proxy")}
+    env["http_proxy"] = f"http://127.0.0.1:{server.server_address[1]}"
+    yield env, requests
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_a_foreign_archive_survives_a_failed_conversion(project_root, tmp_path,
+                                                        offline_proxy):
+    env, requests = offline_proxy
+    dataset_dir = tmp_path / "flowers"
+    dataset_dir.mkdir()
+    theirs = b"not the flowers archive"
+    (dataset_dir / "flower_photos.tgz").write_bytes(theirs)
+
+    result = _run(project_root, "--dataset_name=flowers", f"--dataset_dir={dataset_dir}",
+                  env=env)
+
+    assert requests == [flowers.DATA_URL]  # the proxy answered; nothing left the machine
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    error_lines = [line for line in result.stderr.splitlines() if "ERROR" in line]
+    assert len(error_lines) == 1, result.stderr
+    assert (f"{dataset_dir / 'flower_photos.tgz'} has sha256 "
+            f"{hashlib.sha256(theirs).hexdigest()}, not the expected {flowers.SHA256}, and "
+            f"was left as it is" in error_lines[0])
+    assert sorted(p.name for p in dataset_dir.iterdir()) == ["flower_photos.tgz"]
+    assert (dataset_dir / "flower_photos.tgz").read_bytes() == theirs

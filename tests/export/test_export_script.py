@@ -57,6 +57,8 @@ def runs(tmp_path_factory):
     float_checkpoint = tf.train.Checkpoint(model=testing_utils.built_cifarnet()).save(
         str(work / 'float' / 'model.ckpt'))
     (work / 'taken' / 'model_float.tflite').write_bytes(b'an older model')
+    (work / 'labelled').mkdir()
+    (work / 'labelled' / 'labels.txt').write_text('0:my own\n')
     jobs = {
         # Fresh (unseeded) weights leave close logits, so int8 top-1 agreement varies
         # by run (93.8 % seen): here the int8 model must only be written and reported;
@@ -71,6 +73,8 @@ def runs(tmp_path_factory):
         'quantize': dict(args=common + [f'--export_dir={work}/q', '--quantize']),
         'quantize_float': dict(args=common + [f'--export_dir={work}/qf', '--quantize',
                                               f'--checkpoint_path={float_checkpoint}']),
+        'labelled': dict(args=common + [f'--export_dir={work}/labelled',
+                                        '--export_format=graphdef']),
     }
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
         futures = {name: pool.submit(_run, *job['args'], code=job.get('code'),
@@ -79,7 +83,9 @@ def runs(tmp_path_factory):
         results = {name: future.result() for name, future in futures.items()}
     # After 'taken' refused: the same export with --overwrite replaces the file.
     results['overwrite'] = _run(*jobs['taken']['args'], '--overwrite')
-    return dict(work=work, results=results)
+    refused_left = sorted(p.name for p in (work / 'labelled').iterdir())
+    results['labelled_overwrite'] = _run(*jobs['labelled']['args'], '--overwrite')
+    return dict(work=work, results=results, refused_left=refused_left)
 
 
 def test_all_formats_written_with_a_parity_line_each(runs):
@@ -101,6 +107,25 @@ def test_a_non_empty_target_is_refused_unless_overwrite(runs):
     result = runs['results']['overwrite']
     assert result.returncode == 0, result.stderr[-3000:]
     assert (runs['work'] / 'taken' / 'model_float.tflite').read_bytes()[4:8] == b'TFL3'
+
+
+def test_a_labels_file_with_other_names_is_refused_unless_overwrite(runs):
+    labels = runs['work'] / 'labelled' / 'labels.txt'
+    line = _one_error_line(runs['results']['labelled'])
+    assert f'{labels} already exists with other class names; pass --overwrite' in line
+    assert runs['refused_left'] == ['labels.txt']
+    result = runs['results']['labelled_overwrite']
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert labels.read_text().splitlines()[:2] == ['0:circle', '1:square']
+    assert (labels.parent / 'inference_graph.pb').exists()
+
+
+def test_the_same_labels_file_is_no_obstacle(tmp_path):
+    names = {0: 'circle', 1: 'square'}
+    (tmp_path / 'labels.txt').write_text('0:circle\n1:square\n')
+    pipeline.check_labels_free(str(tmp_path), names, overwrite=False)  # another export's
+    with pytest.raises(UsageError, match='already exists with other class names'):
+        pipeline.check_labels_free(str(tmp_path), {**names, 2: 'plus'}, overwrite=False)
 
 
 def test_quantize_needs_a_quantization_aware_checkpoint_and_says_so(runs):

@@ -42,3 +42,43 @@ def test_image_files_are_classified_through_the_best_signature(exported, name, s
     assert lines[0].startswith(f'Signature: {signature}')
     for line, path, class_name in zip(lines[1:], exported['paths'], exported['expected']):
         assert line.startswith(f'{path}: {class_name} (class ')
+
+
+def test_a_damaged_file_is_skipped_and_every_good_one_predicted(exported):
+    work = exported['work']
+    good_jpeg = testing_utils.encoded_image(30, 30, seed=3)
+    bad = {work / 'truncated.jpg': good_jpeg[:len(good_jpeg) // 2],
+           work / 'empty.png': b'',
+           work / 'notes.jpg': b'not an image at all\n',
+           work / 'missing.png': None}
+    for path, data in bad.items():
+        if data is not None:
+            path.write_bytes(data)
+    good, damaged = exported['paths'], list(bad)
+    order = [*damaged[:2], good[0], *damaged[2:], good[1]]  # bad ones among the good
+
+    result = run_script('scripts/predict_saved_model.py',
+                        f'--saved_model_dir={work / "bytes"}',
+                        '--image_files=' + ','.join(map(str, order)))
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert 'Traceback' not in result.stderr
+    predictions = result.stdout.splitlines()[1:]
+    assert [line.split(': ')[0] for line in predictions] == [str(p) for p in good]
+    for line, class_name in zip(predictions, exported['expected']):
+        assert line.split(': ')[1].startswith(f'{class_name} (class ')
+    warnings = [line for line in result.stderr.splitlines() if line.startswith('WARNING: ')]
+    assert [line.split(': ')[1].replace('skipped ', '') for line in warnings] == [
+        str(p) for p in damaged]
+    assert 'it is empty' in warnings[1] and 'it does not exist' in warnings[3]
+
+
+def test_no_readable_file_is_one_error_line(exported):
+    work = exported['work']
+    (work / 'only_text.jpg').write_text('no image here\n')
+    result = run_script('scripts/predict_saved_model.py',
+                        f'--saved_model_dir={work / "plain"}',
+                        f'--image_files={work / "only_text.jpg"}')
+    assert result.returncode == 1 and 'Traceback' not in result.stderr, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith('ERROR: ')]
+    assert len(errors) == 1 and 'None of the 1 --image_files is an image' in errors[0]

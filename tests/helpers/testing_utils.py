@@ -88,3 +88,29 @@ def encoded_image(height, width, seed, image_format="jpeg", channels=3) -> bytes
     if image_format == "png":
         return tf.io.encode_png(pixels).numpy()
     return tf.io.encode_jpeg(pixels, quality=90).numpy()
+
+
+def with_exif_orientation(jpeg: bytes, orientation: int, byte_order: bytes = b"MM") -> bytes:
+    """The JPEG with an EXIF APP1 segment holding only the orientation tag (1-8), as a
+    camera held sideways writes it."""
+    order = "big" if byte_order == b"MM" else "little"
+
+    def number(value, size):
+        return value.to_bytes(size, order)
+
+    # TIFF header, then IFD0 with one entry: tag 0x0112, type SHORT, count 1, value.
+    tiff = (byte_order + number(42, 2) + number(8, 4) + number(1, 2)
+            + number(0x0112, 2) + number(3, 2) + number(1, 4) + number(orientation, 2)
+            + b"\0\0" + number(0, 4))
+    payload = b"Exif\0\0" + tiff
+    segment = b"\xff\xe1" + (len(payload) + 2).to_bytes(2, "big") + payload
+    return jpeg[:2] + segment + jpeg[2:]
+
+
+def gradient_image(height, width):
+    """uint8 [H, W, 3]: red grows down the rows, green along the columns, so any flip or
+    turn of it shows (and JPEG keeps it nearly exact)."""
+    import numpy as np
+    rows, cols = np.meshgrid(np.arange(height), np.arange(width), indexing="ij")
+    return np.stack([rows * 200 // max(height - 1, 1), cols * 200 // max(width - 1, 1),
+                     np.full_like(rows, 60)], axis=-1).astype(np.uint8)
