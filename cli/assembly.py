@@ -12,7 +12,7 @@ from core.errors import UsageError
 from datasets import dataset_factory, input_pipeline
 from nets import nets_factory, quantization
 from preprocessing import preprocessing_factory
-from training import checkpoints
+from training import checkpoint_integrity
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,13 +128,23 @@ def quantization_of(checkpoint_path: Optional[str],
     quantize (slim's --quantize) insists: a float checkpoint is then an error. A train
     dir still without checkpoints (continuous evaluation) is judged by its flags.txt.
     """
-    checkpoint = None
-    # A prefix, or a directory with checkpoints (not one the training has yet to make).
-    if checkpoint_path and (tf.io.gfile.exists(checkpoint_path + '.index')
-                            or tf.train.latest_checkpoint(checkpoint_path)):
-        checkpoint = checkpoints.resolve_checkpoint(checkpoint_path)
-    aware = (quantization.is_quantization_aware(checkpoint) if checkpoint is not None
-             else bool(checkpoint_path) and _trains_quantization_aware(checkpoint_path))
+    checkpoint, aware = None, None
+    if checkpoint_path and tf.io.gfile.exists(checkpoint_path + '.index'):
+        checkpoint = checkpoint_path
+        with checkpoint_integrity.naming_damage(checkpoint):
+            aware = quantization.is_quantization_aware(checkpoint)
+    elif checkpoint_path and tf.io.gfile.isdir(checkpoint_path):
+        # A directory's checkpoints are of one run: the newest readable one tells. Which
+        # one is restored, and the warning if newer ones are damaged, come later.
+        for _, prefix in reversed(checkpoint_integrity.candidates(checkpoint_path)):
+            try:
+                aware = quantization.is_quantization_aware(prefix)
+            except checkpoint_integrity.READ_ERRORS:
+                continue
+            checkpoint = prefix
+            break
+    if aware is None:  # no checkpoint yet (continuous evaluation): the run's flags tell
+        aware = bool(checkpoint_path) and _trains_quantization_aware(checkpoint_path)
     if quantize and checkpoint is not None and not aware:
         raise UsageError(f'--quantize: checkpoint {checkpoint} holds no quantization '
                          f'ranges (it was not trained with --quantize_delay); drop '

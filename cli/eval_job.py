@@ -47,6 +47,8 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
         checkpoint_watch.check_train_dir(checkpoint_path)
     # First: clones on CPU need the device split before TensorFlow starts.
     strategy = model_deploy.create_strategy(deployment or model_deploy.from_flags())
+    if watch is None:  # one checkpoint: a directory's newest intact one, or the one named
+        checkpoint_path = checkpoints.resolve_checkpoint(checkpoint_path, verify=True)
     batch_size = data.batch_size * strategy.num_replicas_in_sync
     assembly = assemble_data(dataclasses.replace(data, batch_size=batch_size),
                               is_training=False)
@@ -82,7 +84,7 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
         return metrics
 
     if watch is None:
-        return evaluate_checkpoint(checkpoints.resolve_checkpoint(checkpoint_path))
+        return evaluate_checkpoint(checkpoint_path)
     same_evaluation = lambda entry: (  # noqa: E731
         (entry.get('model_name'), entry.get('dataset_name'), entry.get('split_name'))
         == (data.model_name, data.dataset_name, data.dataset_split_name))

@@ -4,6 +4,7 @@ unknown name) and a run that diverged.
 Scripts catch them and print the message as a single line, without a traceback, so
 every message must be one sentence that names the fix.
 """
+import re
 
 
 class UsageError(ValueError):
@@ -27,3 +28,11 @@ class SaveFailed(UsageError):
 class ClusterTaskFailed(RuntimeError):
     """A task of the training cluster stopped answering; the message names it and how
     to resume."""
+
+
+def tensorflow_reason(error: BaseException) -> str:
+    """The first line of a TensorFlow error without its "{{function_node ...}}" and
+    "[Op:...]" fragments, e.g. '/t/x_temp/part-0; No space left on device'."""
+    text = getattr(error, 'message', None) or str(error)
+    text = re.sub(r'\{\{[^}]*\}\}|\[Op:\w+\]', '', text).strip()
+    return (text.splitlines() or [type(error).__name__])[0].strip()

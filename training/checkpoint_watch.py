@@ -12,6 +12,7 @@ import tensorflow as tf
 from absl import logging
 
 from core.errors import UsageError
+from training import checkpoint_integrity
 
 _CHECKPOINT_STEP = re.compile(r'-(\d+)$')
 
@@ -60,6 +61,31 @@ class WatchConfig:
                              'checkpoint.')
 
 
+def _files_signature(prefix: str) -> tuple:
+    """Changes when the checkpoint's files are written again."""
+    stats = []
+    for path in [prefix + '.index', *checkpoint_integrity.data_files(prefix)]:
+        try:
+            stat = tf.io.gfile.stat(path)
+        except tf.errors.NotFoundError:
+            continue
+        stats.append((path, stat.length, stat.mtime_nsec))
+    return tuple(stats)
+
+
+def _newest_intact_at_start(train_dir: str, damaged: dict) -> List[Tuple[int, str]]:
+    """[(step, prefix)] of the newest intact checkpoint (or []), with one warning if
+    newer ones are damaged; those go into damaged (prefix: their files' signature)."""
+    search = checkpoint_integrity.newest_intact(train_dir)
+    if search.damaged:
+        logging.warning('%s', search.fallback_message('evaluating') if search.intact else
+                        f'{search.describe_damage()}; waiting for a new checkpoint.')
+    damaged.update((prefix, _files_signature(prefix)) for prefix, _ in search.damaged)
+    if search.intact is None:
+        return []
+    return [(checkpoint_integrity.step_of(search.intact), search.intact)]
+
+
 def watch_checkpoints(train_dir: str, config: WatchConfig, *,
                       final_step: Callable[[], Optional[int]] = lambda: None,
                       skip: Callable[[str], bool] = lambda path: False,
@@ -67,33 +93,47 @@ def watch_checkpoints(train_dir: str, config: WatchConfig, *,
                       sleep: Callable[[float], None] = time.sleep) -> Iterator[Tuple[int, str]]:
     """Yields (step, prefix) of each new checkpoint in train_dir once, in step order.
 
-    Starts from the newest checkpoint present (all of them with config.backfill);
-    checkpoints for which skip(prefix) holds (evaluated before) are passed over. Ends
-    after a checkpoint at or beyond final_step() (read afresh each time: the run's
-    --max_number_of_steps, None if unknown), or when none came for config.timeout_secs.
-    A checkpoint the training deleted (--max_checkpoints_to_keep) before its turn is
-    passed over with a warning.
+    Starts from the newest intact checkpoint present (all of them with
+    config.backfill); checkpoints for which skip(prefix) holds (evaluated before) are
+    passed over. Ends after a checkpoint at or beyond final_step() (read afresh each
+    time: the run's --max_number_of_steps, None if unknown), or when none came for
+    config.timeout_secs. A checkpoint the training deleted (--max_checkpoints_to_keep)
+    before its turn is passed over with a warning; a damaged one too, until its files
+    are written again (a resumed training saving that step anew).
     """
     logging.info('Watching %s for new checkpoints every %g s.', train_dir,
                  config.interval_secs)
     last_step = None
+    damaged = {}  # prefix: signature of its files when found damaged (warned once)
+    verified = set()
     first_look = True
     last_news = clock()
     while True:
         found = [(step, path) for step, path in list_checkpoints(train_dir)
                  if last_step is None or step > last_step]
         if first_look and not config.backfill:
-            found = found[-1:]
+            found = _newest_intact_at_start(train_dir, damaged)
+            verified = {path for _, path in found}
         first_look = False
         for step, path in found:
-            last_step = step
-            if skip(path):
+            if path in damaged and damaged[path] == _files_signature(path):
+                continue  # the damaged files still; a save of that step replaces them
+            evaluated_before = skip(path)
+            problem = (None if evaluated_before or path in verified
+                       else checkpoint_integrity.find_damage(path))
+            if evaluated_before:
                 logging.info('%s was evaluated before; skipping it.', path)
-            elif not checkpoint_exists(path):
+            elif not checkpoint_exists(path):  # maybe while it was read
                 logging.warning('%s was deleted before its evaluation (raise the '
                                 'training\'s --max_checkpoints_to_keep to keep it).', path)
+            elif problem is not None:
+                damaged[path] = _files_signature(path)
+                logging.warning('Checkpoint %s is damaged (%s); skipping it (its files '
+                                'are left in place).', path, problem)
+                continue
             else:
                 yield step, path
+            last_step = step
             last_news = clock()
             final = final_step()
             if final is not None and step >= final:

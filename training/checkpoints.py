@@ -12,9 +12,10 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import tensorflow as tf
 from absl import logging
 
-from core.errors import UsageError
+from core.errors import UsageError, tensorflow_reason
 from core.naming import slim_name
 from nets import quantization
+from training import checkpoint_integrity
 
 MODEL_KEY = 'model'  # the network's attribute in every checkpoint this toolkit writes
 EMA_KEY = 'ema'  # the moving averages' attribute (deployment.moving_averages)
@@ -23,17 +24,25 @@ _OBJECT_GRAPH_KEY = '_CHECKPOINTABLE_OBJECT_GRAPH'
 _VALUE_SUFFIX = '/.ATTRIBUTES/VARIABLE_VALUE'
 
 
-def resolve_checkpoint(path: str) -> str:
-    """A checkpoint prefix from a prefix or a directory (its latest checkpoint)."""
+def resolve_checkpoint(path: str, verify: bool = False) -> str:
+    """A checkpoint prefix from a prefix or a directory (its newest intact checkpoint,
+    with one warning naming any newer damaged one). verify: a prefix must be intact too
+    (else one line naming the damage); unverified, reading it names any damage."""
     if tf.io.gfile.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
-        if latest is None:
+        search = checkpoint_integrity.newest_intact(path)
+        if search.intact is None and search.damaged:
+            raise search.nothing_intact_error('--checkpoint_path')
+        if search.intact is None:
             raise UsageError(f'No checkpoint found in {path}; train first or pass a '
                              f'checkpoint prefix such as {path}/model.ckpt-1000.')
-        return latest
+        if search.damaged:
+            logging.warning('%s', search.fallback_message('using'))
+        return search.intact
     if not tf.io.gfile.exists(path + '.index'):
         raise UsageError(f'Checkpoint {path} does not exist (no {path}.index); pass a '
                          f'checkpoint prefix or a directory holding checkpoints.')
+    if verify:
+        checkpoint_integrity.raise_if_damaged(path)
     return path
 
 
@@ -182,9 +191,11 @@ def plan_restore(network: tf.Module, checkpoint_path: str, *,
     would otherwise restore the layers it meant to leave out).
     """
     checkpoint_path = resolve_checkpoint(checkpoint_path)
-    reader = tf.train.load_checkpoint(checkpoint_path)
-    available = reader.get_variable_to_shape_map()
-    object_based = _OBJECT_GRAPH_KEY in available
+    with checkpoint_integrity.naming_damage(checkpoint_path):
+        reader = tf.train.load_checkpoint(checkpoint_path)
+        available = reader.get_variable_to_shape_map()
+        object_based = _OBJECT_GRAPH_KEY in available
+        global_step = _checkpoint_step(reader, available, object_based)
     if object_based:
         keys = _object_checkpoint_keys(network, use_moving_averages)
     else:
@@ -196,9 +207,7 @@ def plan_restore(network: tf.Module, checkpoint_path: str, *,
         tops = ', '.join(dict.fromkeys(_layer_scope(n) for n in names))
         raise UsageError(f'--checkpoint_exclude_scopes {",".join(unmatched)} matches no '
                          f'variable of the model; its scopes are: {tops}.')
-    plan = RestorePlan(checkpoint_path, [], [], [], [], [],
-                       _checkpoint_step(reader, available, object_based),
-                       use_moving_averages)
+    plan = RestorePlan(checkpoint_path, [], [], [], [], [], global_step, use_moving_averages)
     for variable, name in zip(network.variables, names):
         key = keys[name]
         if _matches(name, exclude_scopes):
@@ -250,9 +259,10 @@ def restore_network(network: tf.Module, checkpoint_path: str, *,
     for name in plan.missing:
         logging.warning('Variable %s is not in %s; keeping its initial value.', name,
                         plan.checkpoint_path)
-    reader = tf.train.load_checkpoint(plan.checkpoint_path)
-    for variable, key in plan.restored:
-        variable.assign(reader.get_tensor(key))
+    with checkpoint_integrity.naming_damage(plan.checkpoint_path):
+        reader = tf.train.load_checkpoint(plan.checkpoint_path)
+        for variable, key in plan.restored:
+            variable.assign(reader.get_tensor(key))
     return plan.global_step
 
 
@@ -305,9 +315,9 @@ def check_resume_fits(checkpoint_path: str, train_dir: str, network: tf.Module,
         reader = tf.train.load_checkpoint(checkpoint_path)
         available = reader.get_variable_to_shape_map()
     except (tf.errors.OpError, ValueError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ''
-        raise UsageError(f'{where}, which cannot be read ({first_line}); delete it (the '
-                         f'checkpoint before it is used then), {fresh}.') from None
+        raise UsageError(f'{where}, which cannot be read ({tensorflow_reason(error)}); '
+                         f'move it away (the checkpoint before it is used then), '
+                         f'{fresh}.') from None
     if _OBJECT_GRAPH_KEY not in available:
         raise UsageError(f'{where}, a TF1 name-based checkpoint; start from it with '
                          f'--checkpoint_path={checkpoint_path} {fresh}.')

@@ -2,15 +2,16 @@
 them after every call of the inner loop, in order, as `action(previous, step, result)`;
 an action with `finish(step, result)` also runs once when training stops)."""
 import math
+import os
 import time
 from typing import Optional, Sequence
 
 import tensorflow as tf
 from absl import logging
 
-from core.errors import SaveFailed, TrainingDiverged
+from core.errors import SaveFailed, TrainingDiverged, tensorflow_reason
 from deployment import tracing as tracing_lib
-from training import checkpoints
+from training import checkpoint_integrity, checkpoints
 
 
 class WarnSkippedExamples:
@@ -123,6 +124,12 @@ class CheckpointSaver:
         latest = self.manager.latest_checkpoint
         if latest and latest.endswith(f'-{step}'):  # saved at this step already
             return
+        prefix = tf.io.gfile.join(self.train_dir, f'model.ckpt-{step}')
+        moved = checkpoint_integrity.set_aside(prefix, self.manager.checkpoints)
+        if moved:
+            logging.info('Moved the files of %s, a damaged checkpoint, into %s so that '
+                         'this save does not overwrite them.', prefix,
+                         os.path.dirname(moved[0]))
         try:
             path = self.manager.save(checkpoint_number=step)
         except (tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError,
@@ -130,15 +137,23 @@ class CheckpointSaver:
             # What this save left behind goes; the checkpoint file still names the last
             # complete one.
             checkpoints.remove_partial_save(self.train_dir, step)
-            detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
             kept = self.manager.latest_checkpoint
             raise SaveFailed(
-                f'Could not save the checkpoint of step {step} in --train_dir='
-                f'{self.train_dir} ({detail[:200]}); '
+                f'Saving the checkpoint of step {step} ({prefix}) failed: '
+                f'{save_failure_reason(error)}; '
                 + (f'{kept} stays the latest' if kept else 'no checkpoint was saved before')
-                + '; free space there if the disk is full (or pass another --train_dir) '
-                'and run again to resume.') from None
+                + f'; free space in --train_dir={self.train_dir} if the disk is full (or '
+                'pass another --train_dir) and run again to resume.') from None
         logging.info('Saved checkpoint %s.', path)
+
+
+def save_failure_reason(error: Exception) -> str:
+    """What the system said, without TensorFlow's op name and temporary file: from
+    '{{function_node __wrapped__SaveV2...}} /t/model.ckpt-4_temp/part-00000...; No space
+    left on device [Op:SaveV2]', 'No space left on device'."""
+    reason = tensorflow_reason(error)
+    path, _, said = reason.rpartition('; ')
+    return said if path and ' ' not in path else reason
 
 
 class SaveCheckpoints:

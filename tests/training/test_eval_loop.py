@@ -139,10 +139,10 @@ class _FakeTime:
 
 
 def _save_fake_checkpoint(train_dir, step, keep=None):
-    """A 'checkpoint' state file listing model.ckpt-<step> (its .index file made), as
-    CheckpointManager writes; with keep, older ones beyond it are deleted."""
+    """A 'checkpoint' state file listing model.ckpt-<step> (a one-variable checkpoint
+    written), as CheckpointManager writes; with keep, older ones beyond it are deleted."""
     prefix = str(train_dir / f'model.ckpt-{step}')
-    (train_dir / f'model.ckpt-{step}.index').write_bytes(b'')
+    tf.train.Checkpoint(step=tf.Variable(step)).write(prefix)
     listed = sorted((int(p.name[len('model.ckpt-'):-len('.index')]), str(p)[:-6])
                     for p in train_dir.glob('model.ckpt-*.index'))
     if keep is not None:
@@ -181,6 +181,28 @@ def test_watch_passes_over_checkpoints_deleted_and_evaluated_before(tmp_path):
             for new in (4, 5, 6):
                 _save_fake_checkpoint(tmp_path, new, keep=2)
     assert seen == [1, 3, 5, 6]  # 2 evaluated before; 4 deleted before its turn
+
+
+def test_watch_passes_over_damaged_checkpoints_until_saved_anew(tmp_path, caplog):
+    for step in (1, 2, 3):
+        _save_fake_checkpoint(tmp_path, step)
+    data_file = tmp_path / 'model.ckpt-3.data-00000-of-00001'
+    data_file.write_bytes(data_file.read_bytes()[:10])  # truncated
+
+    def training(now):  # resumed from step 2, it saves step 3 again, then 4
+        if now == 2:
+            _save_fake_checkpoint(tmp_path, 3)
+        if now == 4:
+            _save_fake_checkpoint(tmp_path, 4)
+
+    fake = _FakeTime(training)
+    seen = [step for step, _ in checkpoint_watch.watch_checkpoints(
+        str(tmp_path), checkpoint_watch.WatchConfig(interval_secs=1),
+        final_step=lambda: 4, clock=fake.clock, sleep=fake.sleep)]
+    assert seen == [2, 3, 4]  # from the newest intact; 3 once saved anew
+    warnings = [r.getMessage() for r in caplog.records if 'is damaged' in r.getMessage()]
+    assert len(warnings) == 1 and 'evaluating' in warnings[0]
+    assert 'model.ckpt-3.data-00000-of-00001 is truncated (10 bytes)' in warnings[0]
 
 
 def test_a_label_outside_the_models_classes_is_one_usage_error():

@@ -69,3 +69,27 @@ def test_leftovers_of_a_killed_save_are_removed_at_start(tmp_path):
     trainer = _trainer(tmp_path, max_steps=4)
     assert trainer._restore_or_initialize() == 2  # pylint: disable=protected-access
     assert not stale.exists()
+
+
+def test_a_full_disk_is_said_plainly_without_tensorflows_op_text(tmp_path, monkeypatch):
+    _trainer(tmp_path, max_steps=2).train()
+    previous = tf.train.latest_checkpoint(str(tmp_path))
+
+    def save_on_a_full_disk(*args, **kwargs):
+        # What SaveV2 raises when the disk fills (measured on a 4 MB tmpfs).
+        raise tf.errors.ResourceExhaustedError(
+            None, None, '{{function_node __wrapped__SaveV2_dtypes_3_device_/job:localhost/'
+            'replica:0/task:0/device:CPU:0}} '
+            f'{tmp_path}/model.ckpt-4_temp/part-00000-of-00001.data-00000-of-00001.'
+            'tempstate13841748250789760178; No space left on device [Op:SaveV2]')
+
+    monkeypatch.setattr(functional_saver.io_ops, 'save_v2', save_on_a_full_disk)
+    with pytest.raises(SaveFailed) as error:
+        _trainer(tmp_path, max_steps=4).train()
+    message = str(error.value)
+    assert message.startswith(f'Saving the checkpoint of step 4 ({tmp_path}/model.ckpt-4) '
+                              'failed: No space left on device; ')
+    assert 'function_node' not in message and '[Op:' not in message
+    assert '_temp' not in message and '\n' not in message
+    assert f'{previous} stays the latest' in message
+    assert _debris(tmp_path) == []
