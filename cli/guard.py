@@ -4,7 +4,8 @@ import os
 import sys
 
 from cli import startup
-from core.errors import ClusterTaskFailed, TrainingDiverged, UsageError
+from core.errors import (ClusterTaskFailed, TrainingDiverged, UsageError,
+                         input_too_small_message)
 from datasets import download, input_pipeline
 from training import train_dir_lock
 
@@ -55,7 +56,8 @@ def run_guarded(main, argv):
         sys.stderr.write(f'ERROR: {error}\n')
         return 1, None
     except Exception as error:  # pylint: disable=broad-except
-        message = input_pipeline.data_error_message(error)  # bad data inside tf.data
+        message = (input_pipeline.data_error_message(error)  # bad data inside tf.data
+                   or input_too_small_message(error))
         if message is None:
             raise
         sys.stderr.write(f'ERROR: {message}\n')

@@ -1,5 +1,6 @@
 """The training job: train_image_classifier.py's flags, as configs, to a Trainer."""
 import dataclasses
+import os
 from typing import Optional
 
 from absl import logging
@@ -8,13 +9,13 @@ import tensorflow as tf
 from cli import run_record
 from cli.assembly import DataConfig
 from cli.assembly import assemble_data as _assemble_data
-from core import checks, seeding
+from core import checks, paths, seeding
 from core.errors import DataError, UsageError
 from datasets import input_pipeline
 from deployment import model_deploy
 from deployment import plan as deployment_plan
 from nets import nets_factory, quantization
-from training import checkpoints, learning_rate, optimizers, train_loop
+from training import checkpoints, learning_rate, optimizers, train_dir_lock, train_loop
 
 
 def _describe_schedule(schedule: learning_rate.LearningRateSchedule,
@@ -54,6 +55,8 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
     strategy = plan.strategy
     if data.seed is not None:  # seeds weights, dropout and augmentation, not only data
         seeding.seed_everything(data.seed)
+    if data.deterministic:
+        seeding.make_deterministic()
     assembly = _assemble_data(data, is_training=True)
     learning_rate_fn = learning_rate.create_learning_rate_fn(
         learning_rate_config, assembly.spec.num_samples, data.batch_size,
@@ -129,12 +132,33 @@ class TrainingJob:
     dry_run_restore: bool = False
 
 
+def _lock_train_dir(train_dir: str) -> Optional[train_dir_lock.TrainDirLock]:
+    """The train_dir's lock (see training.train_dir_lock), taken before anything is
+    written there; None for a remote train_dir (gs://...), whose file systems lack the
+    exclusive create the lock needs."""
+    paths.check_output_dir(train_dir, '--train_dir')
+    if '://' in train_dir:
+        logging.info('--train_dir=%s is remote: not locked against a second training.',
+                     train_dir)
+        return None
+    os.makedirs(train_dir, exist_ok=True)
+    return train_dir_lock.acquire(train_dir)
+
+
 def run(job: TrainingJob):
-    """Trains as job says (its Trainer is returned), or only prints the restore plan."""
+    """Trains as job says (its Trainer is returned), or only prints the restore plan.
+    Only the chief writes to the train_dir, so only the chief locks it."""
     if job.dry_run_restore:
         return dry_run_restore(job.data, job.config)
-    if job.deployment.is_chief and not job.deployment.serves_only:
-        run_record.write(job.config.train_dir, job.flags_record,
-                         job.config.max_number_of_steps)
-    return train(job.data, job.deployment, job.config, job.optimizer_config,
-                 job.learning_rate_config, job.weight_decay, quantize_delay=job.quantize_delay)
+    writes = job.deployment.is_chief and not job.deployment.serves_only
+    lock = _lock_train_dir(job.config.train_dir) if writes else None
+    try:
+        if writes:
+            run_record.write(job.config.train_dir, job.flags_record,
+                             job.config.max_number_of_steps)
+        return train(job.data, job.deployment, job.config, job.optimizer_config,
+                     job.learning_rate_config, job.weight_decay,
+                     quantize_delay=job.quantize_delay)
+    finally:
+        if lock is not None:
+            lock.release()

@@ -5,6 +5,7 @@ Scripts catch them and print the message as a single line, without a traceback, 
 every message must be one sentence that names the fix.
 """
 import re
+from typing import Optional
 
 
 class UsageError(ValueError):
@@ -36,3 +37,18 @@ def tensorflow_reason(error: BaseException) -> str:
     text = getattr(error, 'message', None) or str(error)
     text = re.sub(r'\{\{[^}]*\}\}|\[Op:\w+\]', '', text).strip()
     return (text.splitlines() or [type(error).__name__])[0].strip()
+
+
+# What TensorFlow says when a layer's window is larger than what reaches it.
+_SHRUNK_BELOW_ONE_PIXEL = re.compile(
+    r'Negative dimension size caused by|Computed output size would be negative')
+
+
+def input_too_small_message(error: BaseException) -> Optional[str]:
+    """The one line for images too small for a network's layers, or None for others."""
+    if not _SHRUNK_BELOW_ONE_PIXEL.search(str(error)):
+        return None
+    return ('The images are too small for this network: a layer would shrink them below '
+            'one pixel. Raise --train_image_size (--eval_image_size in evaluation, '
+            '--image_size in export), e.g. to the network\'s default size listed in '
+            'docs/reference/models.md.')

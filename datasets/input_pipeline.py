@@ -1,8 +1,8 @@
 """The tf.data pipeline from a DatasetSpec to batches of preprocessed images.
 
 list shards -> per-worker shard -> parallel interleave of shards -> (cache) -> shuffle
--> parallel parse + decode + preprocess -> drop unreadable examples, counting them
--> batch -> prefetch. `make_input_fn` returns a function of a
+-> number each example -> parallel parse + decode + preprocess -> drop unreadable
+examples, counting them -> batch -> prefetch. `make_input_fn` returns a function of a
 `tf.distribute.InputContext`, for `strategy.distribute_datasets_from_function`.
 
 Robust reading: a record that does not parse or whose image does not decode is
@@ -10,8 +10,14 @@ dropped, and counted; a shard whose bytes are corrupt (CRC mismatch) or truncate
 ends at the damage instead of ending the run. With `report_skipped`, batches are
 (images, labels, skipped), skipped being how many examples this pipeline has dropped
 so far.
+
+Reproducible augmentation: training preprocessing draws every random choice from
+stateless ops keyed by the example's seed, the run's --seed folded with the example's
+number in this pipeline's stream (preprocessing.random_draws). The number is part of
+the iterator's checkpointed state, so a resumed run augments as the uninterrupted one.
 """
 import dataclasses
+import random
 import re
 from typing import Callable, Optional
 
@@ -97,28 +103,42 @@ def make_input_fn(spec, preprocess_fn: Callable, config: InputConfig):
     # AutoGraph converting them and everything they call cost ~0.5 s of start-up.
     plain = tf.autograph.experimental.do_not_convert
 
-    @plain
-    def parse_and_preprocess(serialized, path, index):
-        features = spec.parse(serialized)
-        image = (features['encoded'] if config.decode_in_preprocessing
-                 else spec.decode_image(features['encoded']))
-        kwargs = {'bbox': features['bboxes'][tf.newaxis]} if config.use_bboxes else {}
-        image = preprocess_fn(image, config.image_size, config.image_size, **kwargs)
-        label = tf.cast(features['label'], tf.int64) - config.labels_offset
-        return image, label, tf.constant(True), path, index
+    # Without --seed, a run still draws from a seed, its own.
+    run_seed = config.seed if config.seed is not None else random.SystemRandom().getrandbits(31)
 
-    @plain
-    def decode_group(records, paths, indices):
-        """Exactly one element per record: decoded, or a placeholder marked unreadable."""
-        decoded = tf.data.Dataset.from_tensor_slices((records, paths, indices)).map(
-            parse_and_preprocess)
-        image_spec = decoded.element_spec[0]
-        placeholder = (tf.zeros(image_spec.shape, image_spec.dtype),
-                       tf.constant(-1, tf.int64), tf.constant(False), tf.constant(''),
-                       tf.constant(-1, tf.int64))
-        return (decoded.ignore_errors()
-                .concatenate(tf.data.Dataset.from_tensors(placeholder).repeat())
-                .take(tf.cast(tf.size(records), tf.int64)))
+    def make_decode_group(pipeline_id):
+        """decode_group for this pipeline: its examples draw from the run seed and its id."""
+        pipeline_seed = tf.constant([run_seed, pipeline_id], tf.int64)
+
+        @plain
+        def parse_and_preprocess(serialized, path, index, position):
+            features = spec.parse(serialized)
+            image = (features['encoded'] if config.decode_in_preprocessing
+                     else spec.decode_image(features['encoded']))
+            kwargs = {'bbox': features['bboxes'][tf.newaxis]} if config.use_bboxes else {}
+            if config.is_training:
+                kwargs['seed'] = tf.random.experimental.stateless_fold_in(pipeline_seed,
+                                                                          position)
+            image = preprocess_fn(image, config.image_size, config.image_size, **kwargs)
+            label = tf.cast(features['label'], tf.int64) - config.labels_offset
+            return image, label, tf.constant(True), path, index
+
+        @plain
+        def decode_group(positions, records_paths_indices):
+            """Exactly one element per record: decoded, or a placeholder marked
+            unreadable."""
+            records, paths, indices = records_paths_indices
+            decoded = tf.data.Dataset.from_tensor_slices(
+                (records, paths, indices, positions)).map(parse_and_preprocess)
+            image_spec = decoded.element_spec[0]
+            placeholder = (tf.zeros(image_spec.shape, image_spec.dtype),
+                           tf.constant(-1, tf.int64), tf.constant(False), tf.constant(''),
+                           tf.constant(-1, tf.int64))
+            return (decoded.ignore_errors()
+                    .concatenate(tf.data.Dataset.from_tensors(placeholder).repeat())
+                    .take(tf.cast(tf.size(records), tf.int64)))
+
+        return decode_group
 
     @plain
     def count_skipped(state, element):
@@ -168,8 +188,8 @@ def make_input_fn(spec, preprocess_fn: Callable, config: InputConfig):
         if config.is_training:
             dataset = dataset.shuffle(config.shuffle_buffer_size, seed=config.seed)
         threads = _parallelism(config.num_preprocessing_threads)
-        dataset = dataset.batch(_GROUP_SIZE).interleave(
-            decode_group, cycle_length=threads, block_length=_GROUP_SIZE,
+        dataset = dataset.enumerate().batch(_GROUP_SIZE).interleave(
+            make_decode_group(pipeline_id), cycle_length=threads, block_length=_GROUP_SIZE,
             num_parallel_calls=threads, deterministic=deterministic)
         zero = tf.constant(0, tf.int64)
         dataset = dataset.scan((zero, zero), count_skipped)
@@ -190,8 +210,8 @@ def make_input_fn(spec, preprocess_fn: Callable, config: InputConfig):
         else:
             dataset = dataset.map(lambda images, labels, *_: (images, labels))
         options = tf.data.Options()
-        # Random augmentation ops keep their state outside tf.data: a checkpointed
-        # iterator saves the input position, not that state (it restarts from the seed).
+        # Augmentation is stateless, but a caller's preprocess_fn may not be: a
+        # checkpointed iterator saves the input position, never such a state.
         options.experimental_external_state_policy = (
             tf.data.experimental.ExternalStatePolicy.IGNORE)
         return dataset.prefetch(AUTOTUNE).with_options(options)

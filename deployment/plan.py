@@ -40,8 +40,7 @@ class DeploymentPlan:
 
     @property
     def single_device(self) -> bool:
-        """One replica in this process: XLA compiles the step, and the input position
-        can join the checkpoint."""
+        """One replica in this process: XLA can compile the step."""
         return self.strategy.num_replicas_in_sync == 1 and not self._parameter_servers
 
     @property

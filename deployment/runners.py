@@ -2,7 +2,7 @@
 
 The same step function (a tf.function of a distributed iterator and a step count that
 calls `strategy.run`) is either run in this process (`LocalRunner`: one device,
-MirroredStrategy, MultiWorkerMirroredStrategy) or scheduled on remote workers by a
+clones on one host, MultiWorkerMirroredStrategy) or scheduled on remote workers by a
 `ClusterCoordinator` (`CoordinatorRunner`: ParameterServerStrategy), each worker reading
 its own iterator. `run` returns handles; `fetch` turns them into numpy values, so a
 loop reads results only when it logs them.
@@ -22,18 +22,50 @@ def _to_numpy(structure):
     return tf.nest.map_structure(np.asarray, structure)
 
 
+class OneHostClonesIterator:
+    """The input of clones on one host: one tf.data iterator, each step handing one
+    element to each replica in turn (the order a distributed iterator gives).
+
+    Unlike a distributed iterator, its position can be checkpointed, so clones resume
+    exactly. Each replica's batch is copied to its device inside the step (not
+    prefetched to the device ahead of it).
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy, input_fn: Callable):
+        self._strategy = strategy
+        replicas = strategy.num_replicas_in_sync
+        self.host_iterator = iter(input_fn(tf.distribute.InputContext(
+            num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=replicas)))
+
+    def __next__(self):
+        elements = [next(self.host_iterator)
+                    for _ in range(self._strategy.num_replicas_in_sync)]
+        return self._strategy.experimental_distribute_values_from_function(
+            lambda context: elements[context.replica_id_in_sync_group])
+
+
+def _is_one_host_clones(strategy: tf.distribute.Strategy) -> bool:
+    return (isinstance(strategy, tf.distribute.MirroredStrategy)
+            and strategy.num_replicas_in_sync > 1)
+
+
 class LocalRunner:
     """Runs `num_steps` steps as one call of the step function, in this process."""
 
     def __init__(self, strategy: tf.distribute.Strategy, input_fn: Callable):
-        self._iterator = iter(strategy.distribute_datasets_from_function(input_fn))
+        if _is_one_host_clones(strategy):
+            self._iterator = OneHostClonesIterator(strategy, input_fn)
+        else:
+            self._iterator = iter(strategy.distribute_datasets_from_function(input_fn))
 
     def run(self, steps_fn: Callable, num_steps: int):
         return steps_fn(self._iterator, tf.constant(num_steps))
 
     def checkpointable_iterator(self):
-        """The input iterator if tf.train.Checkpoint can save its position (one device:
-        a plain tf.data iterator), else None."""
+        """The input iterator if tf.train.Checkpoint can save its position (one device,
+        or clones on one host), else None (several workers)."""
+        if isinstance(self._iterator, OneHostClonesIterator):
+            return self._iterator.host_iterator
         if isinstance(self._iterator, tf.distribute.DistributedIterator):
             return None
         return self._iterator if isinstance(self._iterator, tf.data.Iterator) else None

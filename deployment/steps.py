@@ -9,7 +9,8 @@ scheduled on parameter-server workers). Sync replicas have their own inner loop
 
 The model step is any object with `global_step`, `train_variables`,
 `replica_gradients(images, labels, step) -> (gradients, metrics, first_images)`,
-`apply_gradients(grads_and_vars, learning_rate)` and `after_update()`
+`apply_gradients(grads_and_vars, learning_rate)`, `share_replica_statistics()` and
+`after_update()`
 (training.model_step.ModelStep).
 """
 import dataclasses
@@ -54,6 +55,7 @@ class ReplicaSteps:
         model.apply_gradients(
             self.aggregator.aggregate(zip(gradients, model.train_variables)),
             metrics['learning_rate'])
+        model.share_replica_statistics()
         return metrics, first_images
 
     def _step(self, iterator):

@@ -2,14 +2,19 @@
 import tensorflow as tf
 
 from preprocessing import image_ops
+from preprocessing import random_draws
 from preprocessing import registry
 
 PADDING = 4
 
 
 def preprocess_for_train(image, output_height, output_width, padding=PADDING,
-                         use_grayscale=False):
-    """Zero-pad, random crop, random flip, brightness/contrast jitter, standardize."""
+                         use_grayscale=False, seed=None):
+    """Zero-pad, random crop, random flip, brightness/contrast jitter, standardize.
+
+    `seed`: the example's [2] seed, every random choice drawn from it (random_draws).
+    """
+    crop_seed, flip_seed, brightness_seed, contrast_seed = random_draws.split(seed, 4)
     image = tf.cast(tf.convert_to_tensor(image), tf.float32)
     if use_grayscale:
         image = image_ops.to_grayscale(image)
@@ -18,11 +23,12 @@ def preprocess_for_train(image, output_height, output_width, padding=PADDING,
     # TF-Slim hard-codes 3 channels here; keep the input's so MNIST works too.
     crop_size = tf.stack([output_height, output_width, tf.shape(image)[-1]])
     image = image_ops.set_output_shape(
-        tf.image.random_crop(image, crop_size), output_height, output_width)
-    image = tf.image.random_flip_left_right(image)
+        tf.image.stateless_random_crop(image, crop_size, crop_seed),
+        output_height, output_width)
+    image = tf.image.stateless_random_flip_left_right(image, flip_seed)
     # As in TF-Slim, although standardization cancels the brightness shift.
-    image = tf.image.random_brightness(image, max_delta=63)
-    image = tf.image.random_contrast(image, lower=0.2, upper=1.8)
+    image = tf.image.stateless_random_brightness(image, 63, brightness_seed)
+    image = tf.image.stateless_random_contrast(image, 0.2, 1.8, contrast_seed)
     return tf.image.per_image_standardization(image)
 
 
@@ -37,11 +43,12 @@ def preprocess_for_eval(image, output_height, output_width, use_grayscale=False)
 
 
 def preprocess_image(image, output_height, output_width, is_training=False,
-                     use_grayscale=False, padding=PADDING):
+                     use_grayscale=False, padding=PADDING, seed=None):
     """Float32 [output_height, output_width, C] image, standardized per image."""
     if is_training:
         return preprocess_for_train(image, output_height, output_width,
-                                    padding=padding, use_grayscale=use_grayscale)
+                                    padding=padding, use_grayscale=use_grayscale,
+                                    seed=seed)
     return preprocess_for_eval(image, output_height, output_width,
                                use_grayscale=use_grayscale)
 

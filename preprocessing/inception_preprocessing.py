@@ -2,6 +2,7 @@
 import tensorflow as tf
 
 from preprocessing import image_ops
+from preprocessing import random_draws
 from preprocessing import registry
 
 CENTRAL_FRACTION = 0.875
@@ -35,27 +36,23 @@ def _tf1_resize(method):
 _RESIZE_METHODS = [_tf1_resize(method) for method in range(4)]
 
 
-def _apply_random_case(num_cases, make_case):
-    """`make_case(k)()` for k drawn uniformly from [0, num_cases)."""
-    if num_cases == 1:
-        return make_case(0)()
-    selector = tf.random.uniform([], maxval=num_cases, dtype=tf.int32)
-    return tf.switch_case(selector, [make_case(k) for k in range(num_cases)])
+def distort_color(image, color_ordering=0, fast_mode=True, seed=None):
+    """Random colour jitter of an RGB image in [0, 1], in one of 4 orders; clipped to [0, 1].
 
+    Each distortion draws from its own part of `seed`, whatever the order."""
+    brightness_seed, saturation_seed, hue_seed, contrast_seed = random_draws.split(seed, 4)
 
-def distort_color(image, color_ordering=0, fast_mode=True):
-    """Random colour jitter of an RGB image in [0, 1], in one of 4 orders; clipped to [0, 1]."""
     def brightness(x):
-        return tf.image.random_brightness(x, max_delta=BRIGHTNESS_MAX_DELTA)
+        return tf.image.stateless_random_brightness(x, BRIGHTNESS_MAX_DELTA, brightness_seed)
 
     def saturation(x):
-        return tf.image.random_saturation(x, *SATURATION_RANGE)
+        return tf.image.stateless_random_saturation(x, *SATURATION_RANGE, saturation_seed)
 
     def hue(x):
-        return tf.image.random_hue(x, max_delta=HUE_MAX_DELTA)
+        return tf.image.stateless_random_hue(x, HUE_MAX_DELTA, hue_seed)
 
     def contrast(x):
-        return tf.image.random_contrast(x, *CONTRAST_RANGE)
+        return tf.image.stateless_random_contrast(x, *CONTRAST_RANGE, contrast_seed)
 
     if fast_mode:
         orderings = [(brightness, saturation), (saturation, brightness)]
@@ -73,12 +70,10 @@ def distort_color(image, color_ordering=0, fast_mode=True):
     return tf.clip_by_value(image, 0.0, 1.0)
 
 
-def _sample_crop_window(image_shape, bbox, min_object_covered=0.1,
+def _sample_crop_window(image_shape, bbox, seed, min_object_covered=0.1,
                         aspect_ratio_range=(0.75, 1.33), area_range=(0.05, 1.0),
                         max_attempts=100):
     """(begin, size) of a random crop covering part of `bbox`; whole image if none fits."""
-    # The stateful TF2 op ignores tf.random.set_seed; a seed drawn here honours it.
-    seed = tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32)
     begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
         image_shape,
         bounding_boxes=bbox,
@@ -91,23 +86,27 @@ def _sample_crop_window(image_shape, bbox, min_object_covered=0.1,
     return begin, size
 
 
-def distorted_bounding_box_crop(image, bbox, **kwargs):
+def distorted_bounding_box_crop(image, bbox, seed=None, **kwargs):
     """Random crop covering part of `bbox`; the whole image if no box is found."""
-    begin, size = _sample_crop_window(tf.shape(image), bbox, **kwargs)
+    begin, size = _sample_crop_window(tf.shape(image), bbox, random_draws.seed_or_fresh(seed),
+                                      **kwargs)
     return tf.slice(image, begin, size)
 
 
-def decode_and_crop(encoded, bbox):
+def decode_and_crop(encoded, bbox, seed=None):
     """Decodes only the random crop of a JPEG (tf.image.decode_and_crop_jpeg: no full-size
-    decode); other formats are decoded whole, then cropped. uint8 RGB."""
+    decode); other formats are decoded whole, then cropped (the same window). uint8 RGB."""
+    seed = random_draws.seed_or_fresh(seed)
+
     def crop_jpeg():
-        begin, size = _sample_crop_window(tf.image.extract_jpeg_shape(encoded), bbox)
+        begin, size = _sample_crop_window(tf.image.extract_jpeg_shape(encoded), bbox, seed)
         window = tf.stack([begin[0], begin[1], size[0], size[1]])
         return tf.image.decode_and_crop_jpeg(encoded, window, channels=3)
 
     def crop_other():
         image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
-        return distorted_bounding_box_crop(image, bbox)
+        begin, size = _sample_crop_window(tf.shape(image), bbox, seed)
+        return tf.slice(image, begin, size)
 
     image = tf.cond(tf.io.is_jpeg(encoded), crop_jpeg, crop_other)
     image.set_shape([None, None, 3])
@@ -121,35 +120,37 @@ def _decode(encoded):
 
 
 def preprocess_for_train(image, height, width, bbox=None, fast_mode=True,
-                         random_crop=True, use_grayscale=False):
+                         random_crop=True, use_grayscale=False, seed=None):
     """Random box crop, resize, flip and colour jitter; float32 in [-1, 1].
 
     `image` may be encoded (a string tensor): a JPEG is then decoded only inside the crop.
+    `seed`: the example's [2] seed, every random choice drawn from it (random_draws).
     """
+    crop_seed, resize_seed, flip_seed, ordering_seed, color_seed = random_draws.split(seed, 5)
     if bbox is None:
         bbox = tf.constant([0.0, 0.0, 1.0, 1.0], dtype=tf.float32, shape=[1, 1, 4])
     image = tf.convert_to_tensor(image)
     if image.dtype == tf.string:
-        image = decode_and_crop(image, bbox) if random_crop else _decode(image)
+        image = decode_and_crop(image, bbox, crop_seed) if random_crop else _decode(image)
         random_crop = False
     image = image_ops.to_rgb(image)
     if image.dtype != tf.float32:
         image = tf.image.convert_image_dtype(image, tf.float32)
     if random_crop:
-        image = distorted_bounding_box_crop(image, bbox)
+        image = distorted_bounding_box_crop(image, bbox, crop_seed)
         image.set_shape([None, None, 3])  # tf.slice loses the channel count.
 
     # Fast mode always resizes bilinearly; otherwise one of 4 methods at random.
     num_resize_cases = 1 if fast_mode else len(_RESIZE_METHODS)
-    image = _apply_random_case(
-        num_resize_cases,
+    image = random_draws.choice(
+        resize_seed, num_resize_cases,
         lambda method: lambda: _RESIZE_METHODS[method](image, height, width))
-    image = tf.image.random_flip_left_right(image)
+    image = tf.image.stateless_random_flip_left_right(image, flip_seed)
 
     num_color_cases = 1 if fast_mode else NUM_COLOR_ORDERINGS
-    image = _apply_random_case(
-        num_color_cases,
-        lambda ordering: lambda: distort_color(image, ordering, fast_mode))
+    image = random_draws.choice(
+        ordering_seed, num_color_cases,
+        lambda ordering: lambda: distort_color(image, ordering, fast_mode, color_seed))
     if use_grayscale:
         image = image_ops.to_grayscale(image)
     image = (image - 0.5) * 2.0
@@ -176,7 +177,7 @@ def preprocess_for_eval(image, height, width, central_fraction=CENTRAL_FRACTION,
 
 
 def preprocess_image(image, height, width, is_training=False, use_grayscale=False,
-                     bbox=None, fast_mode=True, crop_image=True):
+                     bbox=None, fast_mode=True, crop_image=True, seed=None):
     """Float32 [height, width, C] in [-1, 1]; uint8 input is scaled from [0, 255].
 
     `image` may also be the encoded bytes (JPEG, PNG, ...), decoded here; in training a
@@ -187,7 +188,8 @@ def preprocess_image(image, height, width, is_training=False, use_grayscale=Fals
     """
     if is_training:
         return preprocess_for_train(image, height, width, bbox=bbox, fast_mode=fast_mode,
-                                    random_crop=crop_image, use_grayscale=use_grayscale)
+                                    random_crop=crop_image, use_grayscale=use_grayscale,
+                                    seed=seed)
     return preprocess_for_eval(image, height, width, central_crop=crop_image,
                                use_grayscale=use_grayscale)
 

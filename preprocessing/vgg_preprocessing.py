@@ -2,6 +2,7 @@
 import tensorflow as tf
 
 from preprocessing import image_ops
+from preprocessing import random_draws
 from preprocessing import registry
 
 R_MEAN = 123.68
@@ -23,13 +24,14 @@ def _crop(image, offset_height, offset_width, crop_height, crop_width):
     return image_ops.set_output_shape(image, crop_height, crop_width)
 
 
-def _random_crop(image, crop_height, crop_width):
+def _random_crop(image, crop_height, crop_width, seed):
     """Crop at offsets uniform over every position that fits."""
     shape = tf.shape(image)
-    offset_height = tf.random.uniform(
-        [], maxval=tf.maximum(shape[0] - crop_height + 1, 1), dtype=tf.int32)
-    offset_width = tf.random.uniform(
-        [], maxval=tf.maximum(shape[1] - crop_width + 1, 1), dtype=tf.int32)
+    height_seed, width_seed = random_draws.split(seed, 2)
+    offset_height = random_draws.uniform(
+        height_seed, 0, tf.maximum(shape[0] - crop_height + 1, 1), dtype=tf.int32)
+    offset_width = random_draws.uniform(
+        width_seed, 0, tf.maximum(shape[1] - crop_width + 1, 1), dtype=tf.int32)
     return _crop(image, offset_height, offset_width, crop_height, crop_width)
 
 
@@ -73,14 +75,18 @@ def _subtract_means(image, use_grayscale):
 
 def preprocess_for_train(image, output_height, output_width,
                          resize_side_min=RESIZE_SIDE_MIN, resize_side_max=RESIZE_SIDE_MAX,
-                         use_grayscale=False):
-    """Smaller side uniform in [min, max], random crop, random flip, minus means."""
+                         use_grayscale=False, seed=None):
+    """Smaller side uniform in [min, max], random crop, random flip, minus means.
+
+    `seed`: the example's [2] seed, every random choice drawn from it (random_draws).
+    """
+    resize_seed, crop_seed, flip_seed = random_draws.split(seed, 3)
     image = image_ops.to_rgb(tf.convert_to_tensor(image))
-    resize_side = tf.random.uniform(
-        [], minval=resize_side_min, maxval=resize_side_max + 1, dtype=tf.int32)
+    resize_side = random_draws.uniform(resize_seed, resize_side_min, resize_side_max + 1,
+                                       dtype=tf.int32)
     image = _aspect_preserving_resize(image, resize_side)
-    image = _random_crop(image, output_height, output_width)
-    image = tf.image.random_flip_left_right(tf.cast(image, tf.float32))
+    image = _random_crop(image, output_height, output_width, crop_seed)
+    image = tf.image.stateless_random_flip_left_right(tf.cast(image, tf.float32), flip_seed)
     return _subtract_means(image, use_grayscale)
 
 
@@ -95,7 +101,7 @@ def preprocess_for_eval(image, output_height, output_width, resize_side=RESIZE_S
 
 def preprocess_image(image, output_height, output_width, is_training=False,
                      use_grayscale=False, resize_side_min=RESIZE_SIDE_MIN,
-                     resize_side_max=RESIZE_SIDE_MAX):
+                     resize_side_max=RESIZE_SIDE_MAX, seed=None):
     """Float32 [output_height, output_width, C] with the ImageNet RGB means removed.
 
     Evaluation resizes the smaller side to `resize_side_min`. One-channel input is
@@ -103,7 +109,7 @@ def preprocess_image(image, output_height, output_width, is_training=False,
     """
     if is_training:
         return preprocess_for_train(image, output_height, output_width,
-                                    resize_side_min, resize_side_max, use_grayscale)
+                                    resize_side_min, resize_side_max, use_grayscale, seed)
     return preprocess_for_eval(image, output_height, output_width, resize_side_min,
                                use_grayscale)
 

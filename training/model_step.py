@@ -60,6 +60,9 @@ class ModelStep:
             optimizer.build(self.train_variables)
             self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                            name='global_step')
+            self.replica_statistics = [
+                v for v in network.variables
+                if v.synchronization == tf.VariableSynchronization.ON_READ]
             # Averages every network variable, batch-norm statistics included, as slim
             # averaged its model variables.
             self.moving_averages = (
@@ -123,6 +126,20 @@ class ModelStep:
             return tf.constant(True)
 
         tf.cond(finite, apply, lambda: tf.constant(False))
+
+    def share_replica_statistics(self):
+        """Sets each replica's moving statistics (batch norm's, ON_READ: one copy per
+        replica, their mean in checkpoints) to their mean over replicas, in replica
+        context after each update. Their expected values are unchanged; the copies stay
+        equal, so a restored checkpoint gives every replica exactly what it had and a
+        resumed run on clones continues bit for bit (one packed all-reduce per step)."""
+        context = tf.distribute.get_replica_context()
+        if not self.replica_statistics or context.num_replicas_in_sync == 1:
+            return
+        means = context.all_reduce(tf.distribute.ReduceOp.MEAN,
+                                   [v.read_value() for v in self.replica_statistics])
+        for variable, mean in zip(self.replica_statistics, means):
+            variable.assign(mean)
 
     def after_update(self):
         if self.moving_averages is not None:

@@ -8,11 +8,17 @@ from typing import Callable, Dict, Optional
 import tensorflow as tf
 from absl import logging
 
-from core.errors import UsageError
+from core.errors import UsageError, tensorflow_reason
 from deployment import plan as plan_lib
-from training import checkpoints, controller, train_actions
+from training import checkpoint_integrity, checkpoints, controller, train_actions
 from training.model_step import ModelStep, select_trainable  # noqa: F401  (public)
 from training.train_config import TrainConfig  # noqa: F401  (public)
+
+
+# The input position's checkpoint key. Positions saved under the former key
+# (`input_iterator`, before examples were numbered for their augmentation seeds) do not
+# fit today's pipeline: left unread, so such a run resumes on a fresh shuffle.
+INPUT_POSITION_KEY = 'input_position'
 
 
 class Trainer:
@@ -44,10 +50,7 @@ class Trainer:
             with_random_generator=self.plan.steps_share_one_generator)
         self.checkpoint = tf.train.Checkpoint(**{checkpoints.MODEL_KEY: network},
                                               **self.model_step.checkpointed())
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, config.train_dir, max_to_keep=config.max_checkpoints_to_keep,
-            checkpoint_name='model.ckpt', step_counter=self.global_step)
-        self.saver = train_actions.CheckpointSaver(self.manager, config.train_dir)
+        self._manage_checkpoints()
         # Built when training starts, after the restore, and kept for the Trainer's life:
         # a later train() continues the same stream, and destroying a distributed
         # iterator can stall (see cli.guard.exit_now).
@@ -61,6 +64,15 @@ class Trainer:
     loss_scale = property(lambda self: self.model_step.loss_scale)
     is_chief = property(lambda self: self.plan.is_chief)
 
+    def _manage_checkpoints(self):
+        """A CheckpointManager (which reads the train_dir's checkpoint state file once,
+        here) and the saver using it."""
+        config = self.config
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, config.train_dir, max_to_keep=config.max_checkpoints_to_keep,
+            checkpoint_name='model.ckpt', step_counter=self.global_step)
+        self.saver = train_actions.CheckpointSaver(self.manager, config.train_dir)
+
     def run_steps(self, num_steps: int):
         """Trains num_steps steps in one call of the inner loop; returns its result
         (metrics as floats, first images)."""
@@ -71,7 +83,7 @@ class Trainer:
         config = self.config
         if self.is_chief:  # before this run saves anything: a killed save's leftovers
             checkpoints.remove_stale_temporaries(config.train_dir)
-        latest = self.manager.latest_checkpoint
+        latest = self._newest_intact_checkpoint()
         if latest:
             slots = getattr(self.model_step.optimizer, 'SLOTS', None)
             checkpoints.check_resume_fits(
@@ -81,11 +93,12 @@ class Trainer:
             try:
                 self.checkpoint.restore(latest).assert_existing_objects_matched()
             except (AssertionError, ValueError, tf.errors.OpError) as error:
-                detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
+                if isinstance(error, tf.errors.OpError):
+                    checkpoint_integrity.raise_if_damaged(latest)
                 raise UsageError(f'--train_dir={config.train_dir} holds {latest}, '
-                                 f'which does not fit this run ({detail[:200]}); pass the '
-                                 f'flags it was trained with, or a new --train_dir to '
-                                 f'start afresh.') from None
+                                 f'which does not fit this run ({tensorflow_reason(error)}); '
+                                 f'pass the flags it was trained with, or a new --train_dir '
+                                 f'to start afresh.') from None
             logging.info('Resumed from %s at step %d.', latest, int(self.global_step.numpy()))
         elif config.checkpoint_path:
             checkpoints.restore_network(
@@ -93,6 +106,21 @@ class Trainer:
                 exclude_scopes=config.checkpoint_exclude_scopes,
                 ignore_missing_vars=config.ignore_missing_vars, fine_tuning=True)
         return int(self.global_step.numpy())
+
+    def _newest_intact_checkpoint(self) -> Optional[str]:
+        """The checkpoint to resume from: the newest intact one. Newer damaged ones are
+        named in one warning and, on the chief, dropped from the checkpoint state file
+        (their files stay)."""
+        search = checkpoint_integrity.newest_intact(self.config.train_dir, unlisted=True)
+        if search.intact is None and search.damaged:
+            raise search.nothing_intact_error('--train_dir')
+        if search.damaged:
+            logging.warning('%s', search.fallback_message(
+                'resuming from', kept='stay in place (a later save of the same step '
+                f'moves them into {checkpoint_integrity.DAMAGED_DIR}/ first)'))
+        if self.is_chief and search.intact and checkpoint_integrity.repair_state(search):
+            self._manage_checkpoints()  # so the manager reads the repaired state
+        return search.intact
 
     def save_now(self):
         """Saves at the step reached (the chief), e.g. before the job stops on a data
@@ -134,8 +162,9 @@ class Trainer:
         return result.metrics if result is not None else {}
 
     def _attach_input(self):
-        """Creates the input and the inner loop; on one device the input iterator joins
-        the checkpoint, so a resumed run reads on from where the checkpoint was written."""
+        """Creates the input and the inner loop; on one host (one device or clones) the
+        input iterator joins the checkpoint, so a resumed run reads on from where the
+        checkpoint was written."""
         if self.steps is not None:
             return
         self.steps = self.plan.inner_loop(self.model_step, self.input_fn,
@@ -152,7 +181,7 @@ class Trainer:
             return
         try:
             # Restores the position saved with the checkpoint restored above, if any.
-            self.checkpoint.input_iterator = iterator
+            setattr(self.checkpoint, INPUT_POSITION_KEY, iterator)
         except (tf.errors.OpError, ValueError) as error:
             detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
             logging.warning('The checkpoint\'s input position does not fit this input '

@@ -230,7 +230,7 @@ def test_the_input_position_joins_the_checkpoint_unless_asked_not_to(tmp_path,
              _fixed_batches_input_fn(images, labels, 8), max_steps=2, batch_size=8,
              checkpoint_input_position=keep_position).train()
     keys = tf.train.load_checkpoint(str(tmp_path)).get_variable_to_shape_map()
-    assert any(key.startswith('input_iterator/') for key in keys) == keep_position
+    assert any(key.startswith('input_position/') for key in keys) == keep_position
 
 
 @pytest.mark.slow  # float16 has no fast CPU kernels: ~50 s
