@@ -56,6 +56,8 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
     if data.seed is not None:  # seeds weights, dropout and augmentation, not only data
         seeding.seed_everything(data.seed)
     if data.deterministic:
+        if data.seed is None:  # TensorFlow refuses unseeded random ops then
+            raise UsageError('--deterministic needs --seed=N: the same N reproduces the run.')
         seeding.make_deterministic()
     assembly = _assemble_data(data, is_training=True)
     learning_rate_fn = learning_rate.create_learning_rate_fn(

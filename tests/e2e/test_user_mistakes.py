@@ -52,6 +52,8 @@ CASES = {
     'train/train_image_size_too_small': (TRAIN, TRAIN_ARGS + ['--train_image_size=2'],
                                          ['too small for this network',
                                           '--train_image_size']),
+    'train/deterministic_without_seed': (TRAIN, TRAIN_ARGS + ['--deterministic'],
+                                         ['--deterministic needs --seed']),
     'train/max_checkpoints_to_keep_0': (TRAIN, TRAIN_ARGS + ['--max_checkpoints_to_keep=0'],
                                         ['--max_checkpoints_to_keep=0']),
     'train/log_every_n_steps_0': (TRAIN, TRAIN_ARGS + ['--log_every_n_steps=0'],
