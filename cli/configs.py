@@ -9,7 +9,7 @@ import dataclasses
 import sys
 from typing import Optional
 
-from absl import flags
+from absl import flags, logging
 
 from cli import flags as cli_flags
 from cli import run_record
@@ -93,10 +93,19 @@ def deployment_config_from_flags(
         wait_for_chief_secs=flag_values.wait_for_chief_secs)
 
 
+def _note_slim_session_target(flag_values: flags.FlagValues):
+    """Slim's scripts pass --master (a TF1 session target); TF2 needs none: one line."""
+    if flag_values['master'].present:
+        logging.info('--master=%r is TF-Slim\'s session target, not needed here: ignored '
+                     '(a cluster is --worker_hosts, --ps_hosts or TF_CONFIG).',
+                     flag_values.master)
+
+
 def training_from_flags(flag_values: flags.FlagValues = FLAGS,
                         script: Optional[str] = None) -> TrainingJob:
     """train_image_classifier.py's job; script (default: the running one) names whose
     flags the run records in its train_dir."""
+    _note_slim_session_target(flag_values)
     data = data_config_from_flags(flag_values, image_size_flag='train_image_size',
                                   default_batch_size=TRAIN_BATCH_SIZE,
                                   default_split=TRAIN_SPLIT)
@@ -142,6 +151,7 @@ def watch_config_from_flags(
 
 def evaluation_from_flags(flag_values: flags.FlagValues = FLAGS) -> EvaluationJob:
     """eval_image_classifier.py's job: its replicas are --num_clones here, no cluster."""
+    _note_slim_session_target(flag_values)
     data = data_config_from_flags(flag_values, image_size_flag='eval_image_size',
                                   default_batch_size=EVAL_BATCH_SIZE,
                                   default_split=EVAL_SPLIT)

@@ -123,6 +123,9 @@ def _devices(define):
     define.integer('num_clones', 1, 'Model clones (replicas) on this machine, each taking '
                    '--batch_size examples a step.')
     define.bool('clone_on_cpu', False, 'Put the clones on logical CPU devices.')
+    define.string('master', '', 'TF-Slim\'s TF1 session target: accepted so slim\'s command '
+                  'lines run unchanged, and not needed (a cluster is --worker_hosts, '
+                  '--ps_hosts or TF_CONFIG).')
 
 
 def _cluster(define):

@@ -24,6 +24,18 @@ _OBJECT_GRAPH_KEY = '_CHECKPOINTABLE_OBJECT_GRAPH'
 _VALUE_SUFFIX = '/.ATTRIBUTES/VARIABLE_VALUE'
 
 
+def _is_v1_checkpoint(path: str) -> bool:
+    """Whether path is one file in TF1's first checkpoint format (no .index), as the
+    model zoo's 2016 archives hold (inception_v3.ckpt, resnet_v1_50.ckpt, ...)."""
+    if not tf.io.gfile.exists(path) or tf.io.gfile.isdir(path):
+        return False
+    try:
+        tf.train.load_checkpoint(path)
+    except (tf.errors.OpError, ValueError):
+        return False
+    return True
+
+
 def resolve_checkpoint(path: str, verify: bool = False) -> str:
     """A checkpoint prefix from a prefix or a directory (its newest intact checkpoint,
     with one warning naming any newer damaged one). verify: a prefix must be intact too
@@ -39,6 +51,8 @@ def resolve_checkpoint(path: str, verify: bool = False) -> str:
             logging.warning('%s', search.fallback_message('using'))
         return search.intact
     if not tf.io.gfile.exists(path + '.index'):
+        if _is_v1_checkpoint(path):  # the 2016 model zoo's single-file .ckpt
+            return path
         raise UsageError(f'Checkpoint {path} does not exist (no {path}.index); pass a '
                          f'checkpoint prefix or a directory holding checkpoints.')
     if verify:

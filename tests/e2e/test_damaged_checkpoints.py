@@ -82,7 +82,11 @@ def _snapshot(train_dir):
             for path in sorted(train_dir.rglob('*'))}
 
 
-@pytest.mark.parametrize('damage', DAMAGE)
+# Two kinds in `make test` (its 15 minutes), all four in `make test-slow`; the unit
+# tests (tests/training/test_checkpoint_integrity.py) cover every kind.
+@pytest.mark.parametrize('damage', [
+    damage if damage in ('truncated', 'bit-flipped') else
+    pytest.param(damage, marks=pytest.mark.slow) for damage in DAMAGE])
 def test_eval_and_training_use_the_checkpoint_before_a_damaged_one(trained, tmp_path,
                                                                    damage):
     data, train_dir = _copy(trained, tmp_path)

@@ -8,6 +8,9 @@ and .venv linked; the packages imported from the checkout) and holds small data 
 suite builds once:
   my_photos/<daisy|roses|tulips>/  20 small images each (JPEG, one PNG), new_photo.jpg
   disk/shapes/                     the `shapes` dataset, by download_and_convert_data.py
+  disk/mnist/, cifar10/, flowers/   small copies of slim's datasets, as converted
+  disk/checkpoints/                model-zoo checkpoints (slim's names, seeded values),
+                                   written for the pages whose blocks use them
 
 A marker on the line before a block changes how it runs:
   <!-- docs-test: skip (REASON) -->           not run (needs a GPU, a download, ...);
@@ -60,6 +63,8 @@ def fixtures(tmp_path_factory):
 
 
 def _run(page, include_slow, fixtures, tmp_path):
+    docs_blocks.ensure_checkpoints(fixtures, [b for b in BLOCKS[page] if not b.skip and
+                                              (include_slow or not b.slow)])
     scratch = docs_blocks.prepare_scratch(tmp_path / 'scratch', fixtures)
     outcomes = docs_blocks.run_page(BLOCKS[page], scratch, include_slow)
     for outcome in outcomes:

@@ -13,6 +13,7 @@ import sys
 import time
 
 import pytest
+from helpers import slim_fixtures
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 SHELL_LANGUAGES = {'sh', 'bash', 'shell'}
@@ -211,7 +212,8 @@ def rewrite(text, scratch, ports, steps=FEW_STEPS):
 def prepare_scratch(scratch, fixtures):
     """A scratch directory that looks like the checkout to the docs' commands (its
     scripts linked, not copied), with copies of the fixtures: my_photos/ and
-    new_photo.jpg at the top, shapes/ in disk/ (the docs' /tmp/shapes)."""
+    new_photo.jpg at the top, shapes/, mnist/, cifar10/ and flowers/ in disk/ (the
+    docs' /tmp/shapes, ...), and disk/checkpoints/ once built (ensure_checkpoints)."""
     scratch = pathlib.Path(scratch)
     (scratch / DISK).mkdir(parents=True, exist_ok=True)
     for pattern in LINKED:
@@ -222,6 +224,10 @@ def prepare_scratch(scratch, fixtures):
     shutil.copytree(fixtures / 'my_photos', scratch / 'my_photos')
     shutil.copy2(fixtures / 'new_photo.jpg', scratch / 'new_photo.jpg')
     shutil.copytree(fixtures / 'shapes', scratch / DISK / 'shapes')
+    for name in slim_fixtures.DATASETS:
+        shutil.copytree(fixtures / 'slim' / name, scratch / DISK / name)
+    if (fixtures / 'checkpoints').is_dir():  # large and only read: linked
+        (scratch / DISK / 'checkpoints').symlink_to(fixtures / 'checkpoints')
     return scratch
 
 
@@ -323,11 +329,21 @@ def write_photos(directory, per_class=20, seed=0):
 
 def build_fixtures(directory):
     """What every page's scratch directory starts with: my_photos/ and new_photo.jpg,
-    and shapes/ (converted by the converter script, as docs/data.md does)."""
+    shapes/ (converted by the converter script, as docs/data.md does), and slim's
+    datasets in small (slim_fixtures)."""
     directory = pathlib.Path(directory)
     write_photos(directory)
+    slim_fixtures.write_datasets(directory / 'slim')
     subprocess.run([sys.executable, str(ROOT / 'download_and_convert_data.py'),
                     '--dataset_name=shapes', f'--dataset_dir={directory / "shapes"}'],
                    cwd=directory, env=environment(), check=True, capture_output=True,
                    timeout=300)
     return directory
+
+
+def ensure_checkpoints(fixtures, blocks):
+    """The model-zoo checkpoints (disk/checkpoints/), written on the first page whose
+    running blocks use them (about 200 MB: not for pages that do not)."""
+    target = pathlib.Path(fixtures) / 'checkpoints'
+    if not target.exists() and any('/tmp/checkpoints' in block.text for block in blocks):
+        slim_fixtures.write_checkpoints(target)

@@ -142,3 +142,16 @@ def test_bad_paths_name_the_fix(tmp_path):
         checkpoints.resolve_checkpoint(str(tmp_path))
     with pytest.raises(UsageError, match='does not exist'):
         checkpoints.resolve_checkpoint(str(tmp_path / 'model.ckpt-5'))
+
+
+def test_a_model_zoo_single_file_checkpoint_is_read_as_it_is(tmp_path):
+    # The 2016 archives hold one .ckpt file in TF1's first format (no .index).
+    prefix = str(tmp_path / 'inception_v3.ckpt')
+    tf.raw_ops.Save(filename=prefix, tensor_names=['InceptionV3/Logits/biases'],
+                    data=[tf.ones([5])])
+    assert checkpoints.resolve_checkpoint(prefix) == prefix
+    with pytest.raises(UsageError, match='does not exist'):
+        checkpoints.resolve_checkpoint(str(tmp_path / 'resnet_v1_50.ckpt'))
+    (tmp_path / 'not_a_checkpoint.ckpt').write_text('hello')
+    with pytest.raises(UsageError, match='does not exist'):
+        checkpoints.resolve_checkpoint(str(tmp_path / 'not_a_checkpoint.ckpt'))
