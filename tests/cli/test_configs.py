@@ -1,6 +1,7 @@
 """Parsed flags -> each job's configs: fields read from same-named flags, the rest
 mapped, per-job defaults for flags left unset."""
 import dataclasses
+import logging
 
 import pytest
 
@@ -98,3 +99,16 @@ def test_conversion(parsed, tmp_path):
     assert conversion.dataset_name is None  # download_and_convert asks for one
     assert conversion.options == dataset_utils.ConvertOptions(keep_archives=True,
                                                               train_shards=3)
+
+
+@pytest.mark.parametrize('script', [TRAIN, EVAL])
+def test_slims_master_is_accepted_and_noted_as_not_needed(parsed, tmp_path, script,
+                                                          caplog):
+    caplog.set_level(logging.INFO)
+    args = [f'--train_dir={tmp_path}'] if script == TRAIN else []
+    build = (configs.training_from_flags if script == TRAIN
+             else configs.evaluation_from_flags)
+    build(parsed(script, *args))
+    assert '--master' not in caplog.text  # not passed: not mentioned
+    build(parsed(script, *args, '--master='))
+    assert "--master='' is TF-Slim's session target, not needed here" in caplog.text
