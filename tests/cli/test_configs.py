@@ -4,7 +4,6 @@ import dataclasses
 import logging
 
 import pytest
-from absl import logging as absl_logging
 
 from cli import configs
 from cli import flags as cli_flags
@@ -104,12 +103,11 @@ def test_conversion(parsed, tmp_path):
 
 @pytest.mark.parametrize('script', [TRAIN, EVAL])
 def test_slims_master_is_accepted_and_noted_as_not_needed(parsed, tmp_path, script,
-                                                          caplog, request):
+                                                          caplog):
+    # Other tests' TensorFlow calls can leave absl's own logger at WARNING
+    # (tf.saved_model.save does); caplog restores the level it sets exactly.
     caplog.set_level(logging.INFO)
-    # Other tests' TensorFlow calls can leave absl at WARNING (tf.saved_model.save does).
-    verbosity = absl_logging.get_verbosity()
-    absl_logging.set_verbosity(absl_logging.INFO)
-    request.addfinalizer(lambda: absl_logging.set_verbosity(verbosity))
+    caplog.set_level(logging.INFO, logger='absl')
     args = [f'--train_dir={tmp_path}'] if script == TRAIN else []
     build = (configs.training_from_flags if script == TRAIN
              else configs.evaluation_from_flags)
