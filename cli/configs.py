@@ -165,13 +165,14 @@ def evaluation_from_flags(flag_values: flags.FlagValues = FLAGS) -> EvaluationJo
 
 def _export_formats(flag_values) -> tuple:
     """--export_format, else what the places given imply (TF-Slim's --output_file alone:
-    the frozen graph)."""
+    its inference graph, or with --checkpoint_path the frozen graph)."""
     if flag_values.export_format:
         return pipeline.parse_formats(','.join(flag_values.export_format))
+    graph = 'frozen_graph' if flag_values.checkpoint_path else 'graphdef'
     return tuple(name for name, given in [
         ('saved_model', flag_values.saved_model_dir
          or (flag_values.export_dir and not flag_values.output_file)),
-        ('frozen_graph', flag_values.output_file)] if given)
+        (graph, flag_values.output_file)] if given)
 
 
 def export_from_flags(flag_values: flags.FlagValues = FLAGS) -> ExportJob:

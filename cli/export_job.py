@@ -33,7 +33,9 @@ class ExportConfig:
     use_grayscale: bool = False
     use_moving_averages: bool = False
     preprocessing_name: Optional[str] = None
-    include_preprocessing: bool = False  # the 'serving_bytes' signature
+    # TF-Slim-era flag, accepted for older commands: every image SavedModel now has
+    # the signatures that preprocess (uint8, encoded bytes, tf.Example).
+    include_preprocessing: bool = False
     parity_split_name: str = 'validation'
     num_parity_examples: int = 64
     calibration_split_name: str = 'train'
@@ -67,6 +69,12 @@ def export(config: ExportConfig, request: pipeline.ExportRequest):
     if config.quantize and not config.checkpoint_path:
         raise UsageError('--quantize exports a quantization-aware checkpoint; pass its '
                          '--checkpoint_path (a run trained with --quantize_delay).')
+    untrained = [name for name in request.targets if name in pipeline.NEED_CHECKPOINT]
+    if untrained and not config.checkpoint_path:
+        raise UsageError(f'{" and ".join(untrained)} would hold freshly initialised '
+                         f'weights: pass the --checkpoint_path to export, or write '
+                         f'--export_format=graphdef (TF-Slim\'s inference graph, to '
+                         f'freeze later with a checkpoint; docs/export.md).')
     info = dataset_factory.get_info(config.dataset_name, config.dataset_dir)
     class_names = (dataset_utils.read_label_file(config.dataset_dir)
                    if config.dataset_dir and dataset_utils.has_labels(config.dataset_dir)
@@ -88,7 +96,7 @@ def export(config: ExportConfig, request: pipeline.ExportRequest):
     if config.checkpoint_path:
         checkpoints.restore_network(network, config.checkpoint_path,
                                     use_moving_averages=config.use_moving_averages)
-    else:
+    elif set(request.targets) != {'graphdef'}:  # the graph alone holds no weights
         logging.warning('No --checkpoint_path: exporting freshly initialised weights.')
     preprocess = None
     if not is_video:
@@ -99,22 +107,31 @@ def export(config: ExportConfig, request: pipeline.ExportRequest):
     serving = exporter.ServingInfo(
         input_shape=input_shape, labels_offset=config.labels_offset,
         class_names=class_names, decode_channels=info.image_shape[-1],
-        preprocess=preprocess if config.include_preprocessing else None)
+        preprocess=preprocess)
 
-    def examples(split_name, count):
-        spec = (dataset_factory.get_dataset(config.dataset_name, split_name,
+    def spec_of(split_name):
+        return (dataset_factory.get_dataset(config.dataset_name, split_name,
                                             config.dataset_dir)
                 if config.dataset_dir and not is_video else None)
-        synthetic_shape = info.image_shape if None not in info.image_shape else None
-        return parity.load_examples(count, input_shape, preprocess=preprocess,
-                                    decode_channels=info.image_shape[-1], spec=spec,
-                                    synthetic_image_shape=synthetic_shape)
+
+    images = dict(input_shape=input_shape, preprocess=preprocess,
+                  decode_channels=info.image_shape[-1],
+                  synthetic_image_shape=(info.image_shape if None not in info.image_shape
+                                         else None))
+    parity_spec = spec_of(config.parity_split_name)
+
+    def calibration():  # never the parity images (export.parity)
+        examples = parity.load_calibration_examples(
+            config.num_calibration_examples, spec=spec_of(config.calibration_split_name),
+            parity_spec=parity_spec, num_parity_examples=config.num_parity_examples,
+            **images)
+        logging.info('Calibrating the int8 model on %s.', examples.source)
+        return examples.images
 
     return pipeline.export(
         network, serving, request,
-        examples(config.parity_split_name, config.num_parity_examples),
-        calibration=lambda: examples(config.calibration_split_name,
-                                     config.num_calibration_examples).images)
+        parity.load_examples(config.num_parity_examples, spec=parity_spec, **images),
+        calibration=calibration)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -283,19 +283,18 @@ def _exported_model(define):
 
 def _export_formats(define):
     define.list('export_format', None, 'One or several of: ' + ', '.join(pipeline.FORMATS)
-                + '. Default: saved_model with --saved_model_dir or --export_dir, '
-                'frozen_graph with --output_file.')
+                + '. Default: saved_model with --saved_model_dir or --export_dir; with '
+                '--output_file graphdef, or frozen_graph given --checkpoint_path.')
     define.string('export_dir', None, 'Directory for the formats, under fixed names: '
                   'saved_model/, inference_graph.pb, frozen_graph.pb, model_float.tflite, '
-                  'model_int8.tflite, plus labels.txt.')
+                  'model_int8.tflite, slim_checkpoint/model.ckpt, plus labels.txt.')
     define.string('saved_model_dir', None, 'Where to write the SavedModel (instead of '
                   '<export_dir>/saved_model).')
-    define.string('output_file', None, 'Where to write the one graph or TFLite file asked '
-                  'for; alone, the frozen GraphDef (input placeholder "input").')
+    define.string('output_file', None, 'The one graph or TFLite file asked for; alone, '
+                  'TF-Slim\'s inference GraphDef, frozen given --checkpoint_path.')
     define.bool('write_text_graphdef', False, 'Write GraphDefs as text (.pbtxt).')
-    define.bool('include_preprocessing', False, 'Add the SavedModel signature '
-                '"serving_bytes": encoded JPEG/PNG strings through the network\'s '
-                'evaluation preprocessing.')
+    define.bool('include_preprocessing', False, 'Accepted for older commands; every '
+                'image SavedModel now preprocesses uint8, encoded and tf.Example inputs.')
     define.enum('tflite_io_dtype', 'uint8', ['uint8', 'float32'], 'Input and output type of '
                 'the int8 TFLite model.')
 

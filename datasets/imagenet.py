@@ -6,13 +6,20 @@
   imagenet_2012_validation_synset_labels.txt  the synset of each validation image in
                                               file-name order (TF-Slim's file; needed
                                               for a flat val/)
-  imagenet_metadata.txt (optional)            "<synset>\t<human-readable name>" lines
+  imagenet_metadata.txt (optional)            "<synset>\t<human-readable name>" lines;
+                                              without it the shipped names are used
 --bounding_boxes: ILSVRC2012_bbox_train_v2.tar.gz or its directory of XML files.
 
 As TF-Slim's build_imagenet_data: synsets in sorted order are labels 1..1000, 0 is
 background; each split shuffled with seed 12345; 1024 train and 128 validation shards
-named train-00000-of-01024; CMYK JPEGs and PNGs named .JPEG re-encoded as RGB JPEG;
-the same feature keys, boxes as image/object/bbox/{xmin,ymin,xmax,ymax} in [0, 1].
+named train-00000-of-01024; CMYK JPEGs and PNGs (or WebPs) named .JPEG re-encoded as
+RGB JPEG; the same feature keys, boxes as image/object/bbox/{xmin,ymin,xmax,ymax} in
+[0, 1].
+
+data/imagenet_classes.txt ships the 1000 synsets, sorted, each with its WordNet words
+(the lines of TF-Slim's imagenet_metadata.txt for these synsets), so the class names
+of INFO, and so of exports and evaluation reports, read "tench, Tinca tinca", not
+"class_1", without any file from the user.
 """
 import glob
 import os
@@ -37,6 +44,15 @@ _SHARD_NAME = "%s-%%05d-of-%%05d"
 _VALIDATION_LABELS = "imagenet_2012_validation_synset_labels.txt"
 _METADATA = "imagenet_metadata.txt"
 _SYNSET = re.compile(r"^n\d{8}$")
+CLASSES_FILE = os.path.join(os.path.dirname(__file__), "data", "imagenet_classes.txt")
+
+
+def synset_words() -> dict[str, str]:
+    """{synset: human-readable words} of the 1000 ILSVRC-2012 classes, in label order
+    (label 1 is the first; 0 is background)."""
+    with open(CLASSES_FILE, encoding="utf-8") as f:
+        return dict(line.rstrip("\n").split("\t", 1) for line in f if line.strip())
+
 
 INFO = dataset_utils.DatasetInfo(
     name=NAME,
@@ -44,7 +60,7 @@ INFO = dataset_utils.DatasetInfo(
     num_classes=NUM_CLASSES,
     file_pattern="%s-*",
     image_shape=(None, None, 3),
-    class_names=("background",) + tuple(f"class_{i}" for i in range(1, NUM_CLASSES)),
+    class_names=("background",) + tuple(synset_words().values()),
     items_to_descriptions={
         "image": "A color image of varying height and width.",
         "label": "The label id of the image, integer between 0 and 1000",
@@ -103,16 +119,19 @@ def _validation_images(source_dir: str, work_dir: str) -> list[tuple[str, str]]:
 
 
 def _human_names(source_dir: str, synsets: list[str]) -> dict[str, str]:
+    """The shipped words, overridden by an imagenet_metadata.txt in source_dir; a synset
+    of neither (not an ILSVRC-2012 class) keeps its id."""
+    names = synset_words()
     path = os.path.join(source_dir, _METADATA)
-    names = {}
     if os.path.exists(path):
         with open(path) as f:
             for line in f:
                 synset, _, name = line.rstrip("\n").partition("\t")
                 names[synset] = name
-    else:
-        logging.warning("No %s in %s: labels.txt gets synset ids instead of names.",
-                        _METADATA, source_dir)
+    unnamed = [synset for synset in synsets if synset not in names]
+    if unnamed:
+        logging.warning("%d synset(s) without a name (e.g. %s): labels.txt gets their ids.",
+                        len(unnamed), unnamed[0])
     return {synset: names.get(synset, synset) for synset in synsets}
 
 
@@ -179,6 +198,8 @@ def download_and_convert(dataset_dir: str, options: dataset_utils.ConvertOptions
             with open(path, "rb") as f:
                 data = f.read()
             try:
+                if image_coding.sniff_format(data) == "webp":  # RGBA WebP: alpha dropped
+                    data = image_coding.check_image(data).data
                 image = image_coding.as_rgb_jpeg(data)
             except image_coding.UnreadableImage as error:
                 unreadable.append(f"{os.path.basename(path)} ({error})")

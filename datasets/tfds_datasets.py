@@ -5,8 +5,17 @@ on disk (<data_dir>/<name>/[<config>/]<version>/dataset_info.json) and read thro
 own input pipeline (file-level sharding, robust decoding), never through tfds.load,
 which would try the network for ~200 s when something is missing. Splits are TFDS's
 split names; classes and label names come from the dataset's ClassLabel feature.
+
+Preparing needs the network. Offline, TFDS's downloader retries for ~200 s and ends
+in a traceback, so a short request to the dataset's download host goes first: when it
+cannot be reached, the script ends at once in one line naming the files and the
+directory to put them in (TFDS's manual_dir, which its download manager reads first).
 """
 import os
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
 
 import tensorflow as tf
 
@@ -14,6 +23,9 @@ from core.errors import UsageError
 from datasets import dataset_utils
 
 PREFIX = "tfds:"
+# Seconds to wait for the download host: a live network answers in well under this.
+PROBE_TIMEOUT = 5
+_FILES_NAMED = 4  # in the offline message; the rest are counted
 
 
 def _tfds():
@@ -48,8 +60,10 @@ def builder_dir(name: str, data_dir: str) -> str:
          if tf.io.gfile.exists(os.path.join(entry, "dataset_info.json"))),
         key=lambda path: _version_key(os.path.basename(path)))
     if not versions:
-        configs = [os.path.basename(os.path.dirname(p)) for p in tf.io.gfile.glob(
-            os.path.join(data_dir, dataset, "*", "*", "dataset_info.json"))]
+        # <data_dir>/<dataset>/<config>/<version>/dataset_info.json: the config is two up.
+        configs = [os.path.basename(os.path.dirname(os.path.dirname(p)))
+                   for p in tf.io.gfile.glob(
+                       os.path.join(data_dir, dataset, "*", "*", "dataset_info.json"))]
         if configs and not config:
             raise UsageError(f"TFDS dataset {dataset} in {data_dir} has configs "
                              f"{', '.join(sorted(set(configs)))}; pick one with "
@@ -125,6 +139,62 @@ def split_fields(name: str, split_name: str, data_dir: str) -> dict:
         files=tuple(str(path) for path in split.filepaths))
 
 
+def manual_dir(data_dir: str) -> str:
+    """Where TFDS looks for files downloaded by hand before it downloads them."""
+    return os.path.join(data_dir, "downloads", "manual")
+
+
+def _unreachable(url: str, timeout: float) -> str | None:
+    """Why url's host cannot be reached (through the *_proxy of the environment, as
+    TFDS's downloader goes), or None when it answers (any HTTP status)."""
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"),
+                               timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return None  # the host (or the proxy) answered
+    except (urllib.error.URLError, socket.timeout, OSError) as error:
+        reason = getattr(error, "reason", error)
+        return (f"no answer in {timeout:g} s" if isinstance(reason, socket.timeout)
+                else str(reason).splitlines()[0] or type(reason).__name__)
+    return None
+
+
+def _files_hint(urls: list[str]) -> str:
+    names = [urllib.parse.urlparse(url).path.rsplit("/", 1)[-1] or url for url in urls]
+    shown = ", ".join(names[:_FILES_NAMED])
+    return shown + (f" and {len(names) - _FILES_NAMED} more" if len(names) > _FILES_NAMED
+                    else "")
+
+
+def _check_downloadable(builder, full_name: str, data_dir: str):
+    """One line at once instead of TFDS's retries: files to fetch by hand that are not
+    there, or a download host that does not answer."""
+    manual = manual_dir(data_dir)
+    has_manual_files = os.path.isdir(manual) and os.listdir(manual)
+    if getattr(builder, "MANUAL_DOWNLOAD_INSTRUCTIONS", None) and not has_manual_files:
+        raise UsageError(f"TFDS dataset {full_name} must be downloaded by hand: put its "
+                         f"files in {manual} (TFDS's manual_dir; see "
+                         f"https://www.tensorflow.org/datasets/catalog/{builder.name}) "
+                         f"and run again.")
+    urls = sorted(builder.url_infos or {})
+    if not urls:
+        return  # unknown before preparing starts; TFDS's errors are caught then
+    reason = _unreachable(urls[0], PROBE_TIMEOUT)
+    if reason:
+        host = urllib.parse.urlparse(urls[0]).hostname
+        bases = {url.rsplit("/", 1)[0] for url in urls}
+        origin = f", from {bases.pop()}/" if len(bases) == 1 else ""
+        raise UsageError(f"Cannot reach {host} to download TFDS dataset {full_name} "
+                         f"({reason}); put its files ({_files_hint(urls)}{origin}) in "
+                         f"{manual} (TFDS's manual_dir) and run again, "
+                         f"{_elsewhere_hint(builder.name, data_dir)}.")
+
+
+def _elsewhere_hint(dataset: str, data_dir: str) -> str:
+    return (f"or prepare it on a connected machine and copy the {dataset}/ directory of "
+            f"its data_dir into {data_dir}")
+
+
 def download_and_prepare(name: str, data_dir: str) -> None:
     """Downloads and prepares a TFDS dataset into data_dir (the one step needing the
     network); a dataset already prepared there is left as it is."""
@@ -142,4 +212,16 @@ def download_and_prepare(name: str, data_dir: str) -> None:
         raise UsageError(f"TFDS has no dataset {full_name!r} ({str(error).splitlines()[0]}); "
                          f"check the name at https://www.tensorflow.org/datasets/catalog."
                          ) from None
-    builder.download_and_prepare()
+    _check_downloadable(builder, full_name, data_dir)
+    import requests  # a TFDS dependency; its errors are the downloader's
+    try:
+        builder.download_and_prepare(
+            download_dir=os.path.join(data_dir, "downloads"),
+            download_config=tfds.download.DownloadConfig(manual_dir=manual_dir(data_dir)))
+    except (requests.exceptions.RequestException, tfds.download.DownloadError) as error:
+        url = getattr(getattr(error, "request", None), "url", None)
+        reason = (f"no connection to {urllib.parse.urlparse(url).hostname}" if url
+                  else str(error).splitlines()[0] or type(error).__name__)
+        raise UsageError(f"Downloading TFDS dataset {full_name} failed ({reason}); put its "
+                         f"files in {manual_dir(data_dir)} (TFDS's manual_dir) and run "
+                         f"again, {_elsewhere_hint(builder.name, data_dir)}.") from None

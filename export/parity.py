@@ -4,6 +4,12 @@ in-process model computes on the same images.
 Float formats must match the model's logits within a relative tolerance (the largest
 absolute difference over the largest absolute logit); int8 models are judged by top-1
 agreement with the float model.
+
+The parity images are never calibration images: an int8 model checked on the images
+its ranges were calibrated on cannot show ranges calibrated too narrowly (an
+inception_v3 passed 64/64 that way while its logits saturated on other inputs).
+Synthetic calibration images come from another seed; a dataset split used for both
+gives calibration the images after the parity ones.
 """
 import dataclasses
 from typing import Callable, List, Optional
@@ -15,7 +21,8 @@ from core.errors import UsageError
 from datasets import dataset_utils
 from export import exporter, tflite
 
-SYNTHETIC_SEED = 0
+PARITY_SEED = 0
+CALIBRATION_SEED = 1
 _BATCH = 16
 
 
@@ -34,9 +41,9 @@ class Examples:
     source: str  # for the report: where the images came from
 
 
-def _encoded_examples(spec, count: int):
-    """The first `count` encoded images of a dataset split."""
-    records = tf.data.TFRecordDataset(spec.list_files()).take(count)
+def _encoded_examples(spec, count: int, skip: int = 0):
+    """`count` encoded images of a dataset split, after its first `skip`."""
+    records = tf.data.TFRecordDataset(spec.list_files()).skip(skip).take(count)
     return [spec.parse(record)['encoded'].numpy() for record in records]
 
 
@@ -48,9 +55,10 @@ def _synthetic_encoded(count: int, shape, seed: int):
 
 
 def load_examples(count: int, input_shape, *, preprocess=None, decode_channels: int = 3,
-                  spec=None, synthetic_image_shape=None,
-                  seed: int = SYNTHETIC_SEED) -> Examples:
-    """`count` examples from a dataset split (spec), else seeded synthetic ones.
+                  spec=None, synthetic_image_shape=None, skip: int = 0,
+                  seed: int = PARITY_SEED) -> Examples:
+    """`count` examples from a dataset split (spec), after its first `skip`, else
+    seeded synthetic ones.
 
     preprocess (uint8 image -> float32 input_shape) runs in process. Without it (video
     nets) synthetic inputs are drawn directly in the network's input range [-1, 1].
@@ -58,19 +66,43 @@ def load_examples(count: int, input_shape, *, preprocess=None, decode_channels: 
     if preprocess is None:
         rng = np.random.default_rng(seed)
         images = rng.uniform(-1, 1, (count, *input_shape)).astype(np.float32)
-        return Examples(images, None, f'{count} seeded synthetic inputs')
+        return Examples(images, None, f'{count} seeded synthetic inputs (seed {seed})')
     if spec is not None:
-        encoded = _encoded_examples(spec, count)
-        source = f'{len(encoded)} images of {spec.name}/{spec.split_name}'
+        encoded = _encoded_examples(spec, count, skip)
+        source = f'{len(encoded)} images of {spec.name}/{spec.split_name}' + (
+            f' (from image {skip + 1} on)' if skip else '')
     else:
         shape = synthetic_image_shape or (*input_shape[:2], decode_channels)
         encoded = _synthetic_encoded(count, shape, seed)
-        source = f'{count} seeded synthetic images'
+        source = f'{count} seeded synthetic images (seed {seed})'
     # Decoded and preprocessed here, eagerly, not by the exporter's code: the check must
     # catch a serving signature that preprocesses differently.
     images = np.stack([preprocess(dataset_utils.decode_image(
-        tf.constant(e), (None, None, decode_channels))).numpy() for e in encoded])
+        tf.constant(e), (None, None, decode_channels))).numpy() for e in encoded]
+                      ) if encoded else np.zeros((0, *input_shape))
     return Examples(images.astype(np.float32), encoded, source)
+
+
+def _same_split(spec, other) -> bool:
+    return other is not None and (spec.name, spec.split_name, spec.dataset_dir,
+                                  spec.file_pattern, spec.files) == (
+        other.name, other.split_name, other.dataset_dir, other.file_pattern, other.files)
+
+
+def load_calibration_examples(count: int, input_shape, *, spec=None, parity_spec=None,
+                              num_parity_examples: int = 0, **kwargs) -> Examples:
+    """The int8 model's calibration images, none of them a parity image: synthetic ones
+    from CALIBRATION_SEED, or a split's images after the parity ones when parity_spec
+    is the same split. kwargs: as load_examples."""
+    skip = num_parity_examples if spec is not None and _same_split(spec, parity_spec) else 0
+    examples = load_examples(count, input_shape, spec=spec, skip=skip,
+                             seed=CALIBRATION_SEED, **kwargs)
+    if not len(examples.images):
+        raise UsageError(f'{spec.name}/{spec.split_name} has no images left after the '
+                         f'{skip} parity images to calibrate the int8 model on; pass '
+                         f'another --calibration_split_name or fewer '
+                         f'--num_parity_examples.')
+    return examples
 
 
 def reference_logits(network, images: np.ndarray) -> np.ndarray:

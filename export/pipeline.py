@@ -16,12 +16,16 @@ import tensorflow as tf
 from core import paths
 from core.errors import UsageError
 from datasets import dataset_utils
-from export import exporter, parity, tflite
+from export import exporter, parity, saved_model_parity, slim_graph, tflite
 
-FORMATS = ('saved_model', 'graphdef', 'frozen_graph', 'tflite', 'tflite_int8')
+FORMATS = ('saved_model', 'graphdef', 'frozen_graph', 'tflite', 'tflite_int8',
+           'slim_checkpoint')
 _FILE_NAMES = {'saved_model': 'saved_model', 'graphdef': 'inference_graph.pb',
                'frozen_graph': 'frozen_graph.pb', 'tflite': 'model_float.tflite',
-               'tflite_int8': 'model_int8.tflite'}
+               'tflite_int8': 'model_int8.tflite', 'slim_checkpoint': 'slim_checkpoint'}
+# What only a checkpoint's weights make worth writing: fresh weights frozen in would
+# pass for a model.
+NEED_CHECKPOINT = ('frozen_graph', 'slim_checkpoint')
 _SINGLE_FILE = ('graphdef', 'frozen_graph', 'tflite', 'tflite_int8')
 _GRAPH_FORMATS = ('graphdef', 'frozen_graph')
 
@@ -160,6 +164,8 @@ def _write(name: str, path: str, network, serving, request, calibration):
     elif name == 'frozen_graph':
         exporter.write_graph_def(exporter.frozen_graph_def(
             network, serving, request.batch_size), path, text)
+    elif name == 'slim_checkpoint':
+        slim_graph.write_checkpoint(network.variables, path)
     else:
         model = tflite.convert(network, serving, batch_size=request.batch_size or 1,
                                int8=name == 'tflite_int8',
@@ -169,12 +175,28 @@ def _write(name: str, path: str, network, serving, request, calibration):
             f.write(model)
 
 
+def _check_slim_format(name, path, network, request, examples, reference):
+    """graphdef: run with the network's variables read by TF-Slim's names (what
+    freeze_graph with its checkpoint gives); slim_checkpoint: read back, value by value."""
+    if name == 'slim_checkpoint':
+        prefix = os.path.join(path, slim_graph.CHECKPOINT_PREFIX)
+        differing = slim_graph.checkpoint_differences(prefix, network.variables)
+        return [parity.Result(name, ok=not differing, note=(
+            f'{len(network.variables)} variables under TF-Slim\'s names, equal to the '
+            f'model\'s' if not differing else f'variables missing or different: '
+            f'{", ".join(differing[:3])}'))]
+    run = slim_graph.graph_def_function(
+        exporter.read_graph_def(path, request.write_text_graphdef), network.variables,
+        exporter.OUTPUT_NAMES[:1])
+    logits = slim_graph.run_batched(run, examples.images, request.batch_size)
+    return [parity.compare(name, logits, reference, tolerance=request.float_tolerance)]
+
+
 def _check(name, path, serving, request, examples, reference, quantization_aware):
     text = request.write_text_graphdef
     if name == 'saved_model':
-        return parity.check_saved_model(path, examples, reference, request.float_tolerance)
-    if name == 'graphdef':
-        return parity.check_graph_def(path, serving, text)
+        return saved_model_parity.check_saved_model(path, serving, examples, reference,
+                                                    request.float_tolerance)
     if name == 'frozen_graph':
         return parity.check_frozen_graph(path, examples, reference, request.float_tolerance,
                                          request.batch_size, text)
@@ -226,10 +248,15 @@ def export(network, serving: exporter.ServingInfo, request: ExportRequest,
             tf.io.gfile.makedirs(os.path.dirname(staging))
         try:
             _write(name, staging, network, serving, request, calibration)
-            checked = ([parity.Result(name, note='training graph (structure only), not '
-                                      'compared')] if request.training_graph
-                       else _check(name, staging, serving, request, examples, reference,
-                                   network.quantization is not None))
+            if request.training_graph:
+                checked = [parity.Result(name, note='training graph (structure only), not '
+                                         'compared')]
+            elif name in ('graphdef', 'slim_checkpoint'):
+                checked = _check_slim_format(name, staging, network, request, examples,
+                                             reference)
+            else:
+                checked = _check(name, staging, serving, request, examples, reference,
+                                 network.quantization is not None)
         except BaseException:
             _remove(staging)
             raise

@@ -7,10 +7,11 @@ dataset examples.
       --dataset_name=shapes --dataset_dir=/tmp/shapes --dataset_split_name=validation \
       --num_examples=8
 
-A SavedModel exported with --include_preprocessing has the 'serving_bytes' signature:
-the encoded images go in as they are and the model preprocesses them itself. Otherwise
-the images are decoded and preprocessed here (--preprocessing_name) for
-'serving_default'.
+The encoded images go in as they are to the SavedModel's 'serving_bytes' signature,
+which decodes and preprocesses them itself. A SavedModel without it (exported before
+image SavedModels always had it) gets them decoded and preprocessed here
+(--preprocessing_name), for its float signature: 'serving_preprocessed', or
+'serving_default' in such older exports.
 
 An image file that is missing, empty, truncated or not an image is skipped with one
 WARNING line naming it, and the others are predicted: the exit status is 0 when at least
@@ -42,7 +43,8 @@ flags.DEFINE_string('dataset_name', 'shapes', 'The dataset to take examples from
 flags.DEFINE_string('dataset_dir', None, 'Where the dataset\'s TFRecords are.')
 flags.DEFINE_string('dataset_split_name', 'validation', 'The split to read.')
 flags.DEFINE_string('preprocessing_name', 'cifarnet', 'The preprocessing the model was '
-                    'trained with (only for a SavedModel without \'serving_bytes\').')
+                    'trained with (only for an older SavedModel without '
+                    '\'serving_bytes\').')
 flags.DEFINE_integer('num_examples', 8, 'How many dataset examples to predict.')
 
 
@@ -58,13 +60,19 @@ def _load_signatures(saved_model_dir):
     return tf.saved_model.load(saved_model_dir).signatures
 
 
+def _float_signature(signatures):
+    """The signature taking preprocessed images; older exports had it as the default."""
+    return (exporter.PREPROCESSED_SIGNATURE if exporter.PREPROCESSED_SIGNATURE in signatures
+            else exporter.DEFAULT_SIGNATURE)
+
+
 def run(signatures, encoded_images, preprocessing_name, channels=3):
     """The model's outputs for encoded images: through 'serving_bytes' when the
-    SavedModel has it, else preprocessed here for 'serving_default'."""
+    SavedModel has it, else preprocessed here for its float signature."""
     if exporter.BYTES_SIGNATURE in signatures:
         return signatures[exporter.BYTES_SIGNATURE](
             **{exporter.BYTES_INPUT_NAME: tf.constant(encoded_images)})
-    serve = signatures[exporter.DEFAULT_SIGNATURE]
+    serve = signatures[_float_signature(signatures)]
     height, width, channels = serve.structured_input_signature[1][
         exporter.INPUT_NAME].shape[1:4]
     preprocess = preprocessing_factory.get_preprocessing(preprocessing_name)
@@ -147,7 +155,7 @@ def main(argv):
     del argv
     signatures = _load_signatures(FLAGS.saved_model_dir)
     print('Signature:', exporter.BYTES_SIGNATURE if exporter.BYTES_SIGNATURE in signatures
-          else f'{exporter.DEFAULT_SIGNATURE} (preprocessing: {FLAGS.preprocessing_name})')
+          else f'{_float_signature(signatures)} (preprocessing: {FLAGS.preprocessing_name})')
     if FLAGS.image_files:
         return predict_files(signatures, FLAGS.image_files, FLAGS.preprocessing_name)
     spec = dataset_factory.get_dataset(FLAGS.dataset_name, FLAGS.dataset_split_name,

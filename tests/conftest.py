@@ -3,6 +3,7 @@
 Two logical CPU devices let MirroredStrategy tests run on a machine without GPUs.
 They must be configured before TensorFlow initialises its devices, hence at import.
 """
+import logging
 import os
 import pathlib
 
@@ -45,6 +46,17 @@ def slim_nets():
 def seeded():
     """Every test starts from the same seeds (Python, numpy, TensorFlow)."""
     seeding.seed_everything(0)
+
+
+@pytest.fixture(autouse=True)
+def absl_level_kept():
+    """Each test leaves absl's logger at the level it found: TensorFlow calls such as
+    tf.saved_model.save set it to WARNING, which hides the INFO lines later tests read
+    with caplog."""
+    logger = logging.getLogger('absl')
+    level = logger.level
+    yield
+    logger.setLevel(level)
 
 
 @pytest.fixture(scope='session')

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from helpers.testing_utils import encoded_image
 
-from datasets import dataset_factory, dataset_utils, image_coding, input_pipeline
+from datasets import dataset_factory, dataset_utils, image_coding, imagenet, input_pipeline
 from preprocessing import preprocessing_factory
 
 SYNSETS = ("n01440764", "n01443537")
@@ -112,3 +112,75 @@ def test_converts_labels_names_boxes_and_reencodes(imagenet_source, tmp_path):
     assert images.shape == (7, 16, 16, 3) and set(labels.numpy()) <= {1, 2}
     parsed = spec.parse(train[f"{SYNSETS[0]}_1.JPEG"].SerializeToString())
     np.testing.assert_allclose(parsed["bboxes"].numpy(), [[0.1, 0.1, 1.0, 0.5]], rtol=1e-6)
+
+
+def test_the_shipped_class_names_are_the_1000_ilsvrc_synsets_in_label_order():
+    with open(imagenet.CLASSES_FILE, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    synsets = [line.split("\t")[0] for line in lines]
+    assert len(lines) == 1000 and all(line.count("\t") == 1 for line in lines)
+    assert synsets == sorted(set(synsets))
+    assert (synsets[0], synsets[-1]) == ("n01440764", "n15075141")
+    names = imagenet.INFO.class_names
+    assert len(names) == 1001  # TF-Slim's: 0 is background, then the sorted synsets
+    assert names[:3] == ("background", "tench, Tinca tinca", "goldfish, Carassius auratus")
+    assert names[1000] == "toilet tissue, toilet paper, bathroom tissue"
+    assert not any(name.startswith("class_") for name in names)
+
+
+def test_labels_get_the_shipped_names_without_a_metadata_file(imagenet_source, tmp_path):
+    source, _ = imagenet_source
+    (source / "imagenet_metadata.txt").unlink()
+    out = tmp_path / "imagenet"
+    dataset_factory.download_and_convert("imagenet", str(out), options=dataset_utils.ConvertOptions(
+        source_dir=str(source), train_shards=1, validation_shards=1))
+    assert (out / "labels.txt").read_text().splitlines() == [
+        "0:background", "1:tench, Tinca tinca", "2:goldfish, Carassius auratus"]
+
+
+@pytest.mark.parametrize("labels_offset, first", [(0, "background"),
+                                                  (1, "tench, Tinca tinca")])
+def test_evaluation_reports_name_the_classes_of_1001_and_1000_class_nets(labels_offset,
+                                                                         first):
+    from cli import assembly, eval_job
+    data = assembly.DataConfig(dataset_name="imagenet", dataset_split_name="validation",
+                               dataset_dir=None, model_name="resnet_v1_50", batch_size=1,
+                               labels_offset=labels_offset)
+    names = eval_job._class_names(data, 1001 - labels_offset)
+    assert len(names) == 1001 - labels_offset
+    assert names[0] == first and names[-1].startswith("toilet tissue")
+
+
+def test_an_imagenet_export_names_its_classes(tmp_path):
+    """A 1000-class net (--labels_offset=1, as VGG and ResNet v1): labels.txt and the
+    SavedModel's class_names carry the words, in the dataset's numbering."""
+    from cli import export_job
+    from export import pipeline
+    targets = pipeline.resolve_targets(["saved_model"], export_dir=str(tmp_path))
+    export_job.export(
+        export_job.ExportConfig(model_name="lenet", dataset_name="imagenet", labels_offset=1,
+                                num_parity_examples=2),
+        pipeline.ExportRequest(targets, labels_dir=str(tmp_path)))
+    labels = (tmp_path / "labels.txt").read_text().splitlines()
+    assert labels[:2] == ["0:background", "1:tench, Tinca tinca"] and len(labels) == 1001
+    serve = tf.saved_model.load(targets["saved_model"]).signatures["serving_preprocessed"]
+    outputs = serve(images=tf.zeros([1, 28, 28, 3]))
+    label = int(outputs["classes"][0])
+    assert 1 <= label <= 1000
+    assert outputs["class_names"][0].numpy().decode() == labels[label].split(":", 1)[1]
+
+
+def test_a_webp_with_alpha_is_stored_as_rgb_jpeg(tmp_path):
+    pil = pytest.importorskip("PIL.Image")
+    folder = tmp_path / "ilsvrc" / "train" / SYNSETS[0]
+    folder.mkdir(parents=True)
+    buffer = io.BytesIO()
+    pil.new("RGBA", (12, 10), (10, 200, 30, 128)).save(buffer, "WEBP")
+    (folder / f"{SYNSETS[0]}_0.JPEG").write_bytes(buffer.getvalue())
+    out = tmp_path / "imagenet"
+    dataset_factory.download_and_convert("imagenet", str(out), options=dataset_utils.ConvertOptions(
+        source_dir=str(tmp_path / "ilsvrc"), train_shards=1, validation_shards=1))
+    (example,) = _records(out, "train")
+    data = example.features.feature["image/encoded"].bytes_list.value[0]
+    assert image_coding.sniff_format(data) == "jpeg"
+    assert image_coding.jpeg_num_components(data) == 3

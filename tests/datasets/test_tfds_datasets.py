@@ -1,4 +1,11 @@
-"""tfds:<name>: a TFDS dataset prepared locally (a builder written here), read offline."""
+"""tfds:<name>: a TFDS dataset prepared locally (a builder written here), read offline;
+preparing without the network ends in one line at once."""
+import http.server
+import os
+import socket
+import subprocess
+import sys
+import threading
 import time
 
 import numpy as np
@@ -31,6 +38,27 @@ class ToyFruits(tfds.core.GeneratorBasedBuilder):
         for index in range(count):
             yield index, {"image": rng.integers(0, 256, (8, 6 + index % 3, 3), np.uint8),
                           "label": index % 3}
+
+
+class ToyShapes(ToyFruits):
+    """ToyFruits in two configs: prepared into <data_dir>/toy_shapes/<config>/1.0.0."""
+
+    BUILDER_CONFIGS = [tfds.core.BuilderConfig(name="small"),
+                       tfds.core.BuilderConfig(name="large")]
+
+
+class ToyManual(ToyFruits):
+    """A dataset whose files are downloaded by hand, as TFDS's imagenet2012."""
+
+    MANUAL_DOWNLOAD_INSTRUCTIONS = "Download the files from the toy site."
+
+
+class ToyDownload(ToyFruits):
+    """A dataset downloaded from a URL that TFDS's checksums do not list."""
+
+    def _split_generators(self, dl_manager):
+        dl_manager.download("http://example.invalid/toy_download.zip")
+        return super()._split_generators(dl_manager)
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +94,85 @@ def test_unprepared_dataset_is_one_line_at_once(tmp_path):
     message = str(error.value)
     assert "not prepared" in message and "--dataset_name=tfds:oxford_flowers102" in message
     assert "\n" not in message
+
+
+def test_the_config_hint_names_the_prepared_configs(tmp_path):
+    for config in ("small", "large"):
+        ToyShapes(config=config, data_dir=str(tmp_path)).download_and_prepare()
+    with pytest.raises(UsageError) as error:
+        dataset_factory.get_dataset("tfds:toy_shapes", "train", str(tmp_path))
+    assert "has configs large, small; pick one with --dataset_name=tfds:toy_shapes/<config>" \
+        in str(error.value)
+    assert "1.0.0" not in str(error.value)
+    spec = dataset_factory.get_dataset("tfds:toy_shapes/small", "train", str(tmp_path))
+    assert spec.num_samples == 9
+
+
+def test_a_dataset_downloaded_by_hand_names_its_manual_dir(tmp_path):
+    with pytest.raises(UsageError) as error:
+        dataset_factory.download_and_convert("tfds:toy_manual", str(tmp_path))
+    manual = os.path.join(str(tmp_path), "downloads", "manual")
+    assert f"must be downloaded by hand: put its files in {manual}" in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+@pytest.fixture
+def closed_port():
+    """A port on 127.0.0.1 that refuses connections (bound, never listening)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
+
+def test_preparing_offline_ends_in_one_line_within_seconds(project_root, tmp_path,
+                                                           closed_port):
+    proxy = f"http://127.0.0.1:{closed_port}"  # every download is refused at once
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env.update(http_proxy=proxy, https_proxy=proxy, HTTP_PROXY=proxy, HTTPS_PROXY=proxy)
+    started = time.time()
+    result = subprocess.run(
+        [sys.executable, "download_and_convert_data.py", "--dataset_name=tfds:mnist",
+         f"--dataset_dir={tmp_path}"], cwd=project_root, env=env, capture_output=True,
+        text=True, timeout=120)
+    assert time.time() - started < 30
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and result.stderr.rstrip().endswith(errors[0]), result.stderr
+    manual = os.path.join(str(tmp_path), "downloads", "manual")
+    assert errors[0].startswith("ERROR: Cannot reach storage.googleapis.com to download "
+                                "TFDS dataset mnist (")
+    assert "train-images-idx3-ubyte.gz" in errors[0] and f"in {manual} " in errors[0]
+    assert not list(tmp_path.glob("mnist/*/dataset_info.json"))
+
+
+@pytest.fixture
+def refusing_proxy(monkeypatch):
+    """An HTTP proxy on 127.0.0.1 answering every request with 403."""
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(403, "offline")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{server.server_address[1]}")
+    yield
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_a_refused_download_is_one_line(tmp_path, refusing_proxy):
+    started = time.time()
+    with pytest.raises(UsageError) as error:
+        dataset_factory.download_and_convert("tfds:toy_download", str(tmp_path))
+    assert time.time() - started < 30
+    message = str(error.value)
+    assert message.startswith("Downloading TFDS dataset toy_download failed (") and \
+        "HTTP code: 403" in message and "\n" not in message
+    assert f"put its files in {tmp_path}/downloads/manual" in message

@@ -56,6 +56,6 @@ def test_train_eval_export_reload(tmp_path, shapes_dir):
     network.build((32, 32, 3))
     checkpoints.restore_network(network, str(train))
     expected = network(images, training=False)[0].numpy()
-    served = tf.saved_model.load(str(export)).signatures['serving_default'](images=images)
+    served = tf.saved_model.load(str(export)).signatures['serving_preprocessed'](images=images)
     np.testing.assert_allclose(served['logits'].numpy(), expected, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(served['classes'].numpy(), expected.argmax(-1))

@@ -150,6 +150,6 @@ def test_fine_tuned_model_exports_what_it_computes(recipe):
     checkpoints.restore_network(net, str(recipe['work'] / 'train'))
     images = np.random.default_rng(5).uniform(-1, 1, (2, size, size, 3)).astype(np.float32)
     expected = net(images, training=False)[0].numpy()
-    serve = tf.saved_model.load(str(recipe['work'] / 'export')).signatures['serving_default']
+    serve = tf.saved_model.load(str(recipe['work'] / 'export')).signatures['serving_preprocessed']
     logits = serve(images=tf.constant(images))['logits'].numpy()
     np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())

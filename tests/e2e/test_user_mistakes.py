@@ -172,6 +172,12 @@ CASES = {
     'export/other_classes': (EXPORT, EXPORT_ARGS + ['--labels_offset=1',
                                                     '--export_dir={work}/e4'],
                              ['10 classes', '--labels_offset=0']),
+    # Frozen fresh weights would pass for a model: TF-Slim's unfrozen graph is the way.
+    'export/frozen_without_checkpoint': (EXPORT, [a for a in EXPORT_ARGS if 'checkpoint'
+                                                  not in a] + ['--export_dir={work}/e5',
+                                                               '--export_format=frozen_graph'],
+                                         ['frozen_graph would hold freshly initialised',
+                                          '--checkpoint_path', '--export_format=graphdef']),
 }
 
 

@@ -11,7 +11,7 @@ from helpers import testing_utils
 
 from core.naming import slim_name
 from datasets import dataset_factory, shapes
-from export import exporter, parity, pipeline
+from export import exporter, parity, pipeline, saved_model_parity
 from nets import nets_factory
 from preprocessing import preprocessing_factory
 
@@ -94,11 +94,11 @@ def _rest_predict(loaded, body: str) -> dict:
     input, the outputs split back into rows."""
     request = json.loads(body)
     signature = loaded.signatures[request.get('signature_name', 'serving_default')]
-    (input_name,) = signature.structured_input_signature[1]
+    ((input_name, spec),) = signature.structured_input_signature[1].items()
     rows = [base64.b64decode(row['b64']) if isinstance(row, dict) else row
             for row in request['instances']]
-    outputs = {name: value.numpy() for name, value in
-               signature(**{input_name: tf.constant(rows)}).items()}
+    outputs = {name: value.numpy() for name, value in  # numbers as the input's type
+               signature(**{input_name: tf.constant(rows, spec.dtype)}).items()}
     def to_json(value):  # strings come back as text (their names do not end in _bytes)
         return value.decode() if isinstance(value, bytes) else value.tolist()
 
@@ -110,7 +110,8 @@ def test_every_format_passes_its_parity_check_and_reports_it(exported):
     assert list(exported['targets']) == list(pipeline.FORMATS)
     names = [result.name for result in exported['results']]
     assert names == ['saved_model/serving_default', 'saved_model/serving_bytes',
-                     'graphdef', 'frozen_graph', 'tflite', 'tflite_int8']
+                     'saved_model/serving_tf_example', 'saved_model/serving_preprocessed',
+                     'graphdef', 'frozen_graph', 'tflite', 'tflite_int8', 'slim_checkpoint']
     assert exported['lines'][0] == f'Parity check on {NUM_EXAMPLES} images of shapes/validation.'
     assert all(line.endswith(': ok') for line in exported['lines'][1:]
                if 'logit diff' in line)
@@ -121,7 +122,7 @@ def test_every_format_passes_its_parity_check_and_reports_it(exported):
 
 def test_saved_model_matches_the_model(exported):
     serve = tf.saved_model.load(exported['targets']['saved_model']).signatures[
-        'serving_default']
+        'serving_preprocessed']
     logits = serve(images=tf.constant(exported['examples'].images))['logits'].numpy()
     np.testing.assert_allclose(logits, exported['expected'], rtol=1e-5,
                                atol=1e-5 * np.abs(exported['expected']).max())
@@ -140,7 +141,7 @@ def test_graphdef_is_the_unfrozen_inference_graph(exported):
     ops = {node.name: node.op for node in graph_def.node}
     assert ops['input'] == 'Placeholder'
     assert {'logits', 'probabilities', 'classes', 'class_names'} <= set(ops)
-    assert 'ReadVariableOp' in ops.values()  # weights are not folded in
+    assert 'VariableV2' in ops.values()  # weights are not folded in: TF-Slim's variables
 
 
 def test_tflite_float_matches_the_model(exported):
@@ -154,12 +155,23 @@ def test_tflite_int8_agrees_with_the_float_model_on_shapes(exported):
     assert agreement >= 0.95
 
 
-def test_bytes_signature_as_tf_serving_calls_it(exported):
+@pytest.mark.parametrize('signature', ['serving_default', 'serving_bytes',
+                                       'serving_tf_example'])
+def test_image_signatures_as_tf_serving_calls_them(exported, signature):
+    """The REST bodies of docs/export.md: uint8 arrays, {"b64": image file}, {"b64":
+    serialized tf.Example}."""
     loaded = tf.saved_model.load(exported['targets']['saved_model'])
     encoded = exported['examples'].encoded[:6]
     jpegs = [tf.io.encode_jpeg(tf.io.decode_png(e), quality=95).numpy() for e in encoded[:3]]
-    instances = [{'b64': base64.b64encode(e).decode()} for e in jpegs + encoded[3:]]
-    body = json.dumps({'signature_name': 'serving_bytes', 'instances': instances})
+    files = jpegs + encoded[3:]
+    instances = {
+        'serving_default': [tf.io.decode_image(e, channels=3).numpy().tolist()
+                            for e in files],
+        'serving_bytes': [{'b64': base64.b64encode(e).decode()} for e in files],
+        'serving_tf_example': [
+            {'b64': base64.b64encode(saved_model_parity.tf_example(e)).decode()}
+            for e in files]}[signature]
+    body = json.dumps({'signature_name': signature, 'instances': instances})
     predictions = _rest_predict(loaded, body)['predictions']
     assert sorted(predictions[0]) == ['class_names', 'classes', 'logits', 'probabilities']
     # The same classes as preprocessing here, then the float signature.
@@ -167,8 +179,8 @@ def test_bytes_signature_as_tf_serving_calls_it(exported):
     preprocess = preprocessing_factory.get_preprocessing(net.spec.preprocessing_name)
     size = net.default_image_size
     images = tf.stack([preprocess(tf.io.decode_image(e, channels=3), size, size)
-                       for e in jpegs + encoded[3:]])
-    served = loaded.signatures['serving_default'](images=images)
+                       for e in files])
+    served = loaded.signatures['serving_preprocessed'](images=images)
     assert [p['classes'] for p in predictions] == served['classes'].numpy().tolist()
     np.testing.assert_allclose([p['logits'] for p in predictions], served['logits'].numpy(),
                                rtol=1e-5, atol=1e-5 * np.abs(served['logits'].numpy()).max())
@@ -183,7 +195,7 @@ def test_mobilenet_v1_at_a_small_input_size_exports_to_every_format(shapes_dir, 
     expected = exported['expected']
     assert all(result.ok for result in exported['results'])
     serve = tf.saved_model.load(exported['targets']['saved_model']).signatures[
-        'serving_default']
+        'serving_preprocessed']
     logits = serve(images=tf.constant(exported['examples'].images))['logits'].numpy()
     assert _relative_difference(logits, expected) <= 1e-5
     assert _relative_difference(_run_tflite(exported['targets']['tflite'],

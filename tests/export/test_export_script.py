@@ -64,6 +64,7 @@ def runs(tmp_path_factory):
         # by run (93.8 % seen): here the int8 model must only be written and reported;
         # test_export_formats holds its agreement to 0.95 on fixed weights.
         'all': dict(args=common + [f'--export_dir={work}/all', '--include_preprocessing',
+                                   f'--checkpoint_path={float_checkpoint}',
                                    '--export_format=' + ','.join(pipeline.FORMATS),
                                    '--min_int8_agreement=0']),
         'taken': dict(args=common + [f'--export_dir={work}/taken', '--export_format=tflite']),
@@ -94,11 +95,13 @@ def test_all_formats_written_with_a_parity_line_each(runs):
     lines = [line for line in result.stdout.splitlines() if line.startswith('parity ')]
     assert [line.split(':')[0] for line in lines] == [
         'parity saved_model/serving_default', 'parity saved_model/serving_bytes',
-        'parity graphdef', 'parity frozen_graph', 'parity tflite', 'parity tflite_int8']
+        'parity saved_model/serving_tf_example', 'parity saved_model/serving_preprocessed',
+        'parity graphdef', 'parity frozen_graph', 'parity tflite', 'parity tflite_int8',
+        'parity slim_checkpoint']
     assert all(line.endswith(': ok') for line in lines if 'logit diff' in line)
     assert sorted(p.name for p in (runs['work'] / 'all').iterdir()) == [
         'frozen_graph.pb', 'inference_graph.pb', 'labels.txt', 'model_float.tflite',
-        'model_int8.tflite', 'saved_model']
+        'model_int8.tflite', 'saved_model', 'slim_checkpoint']
 
 
 def test_a_non_empty_target_is_refused_unless_overwrite(runs):

@@ -1,5 +1,5 @@
 """scripts/predict_saved_model.py: image files through 'serving_bytes' when the SavedModel
-has it, else preprocessed by the script for 'serving_default'."""
+has it, else preprocessed by the script for 'serving_preprocessed'."""
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -32,7 +32,7 @@ def exported(tmp_path_factory):
 
 
 @pytest.mark.parametrize('name, signature', [('bytes', 'serving_bytes'),
-                                             ('plain', 'serving_default')])
+                                             ('plain', 'serving_preprocessed')])
 def test_image_files_are_classified_through_the_best_signature(exported, name, signature):
     result = run_script('scripts/predict_saved_model.py',
                         f'--saved_model_dir={exported["work"] / name}',
