@@ -1,16 +1,15 @@
 """The script, run as a user would: bad input gives one ERROR line and a non-zero exit."""
 import concurrent.futures
 import hashlib
-import http.server
 import os
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
 
 from datasets import dataset_factory, flowers
+from helpers import offline
 
 
 def _run(project_root, *args, env=None):
@@ -79,27 +78,13 @@ def test_generates_shapes_identical_to_the_library(project_root, tmp_path, shape
 
 @pytest.fixture
 def offline_proxy():
-    """An HTTP proxy on 127.0.0.1 refusing every request (403), as a network that lets
-    nothing out: the environment of a script run that must not reach the internet."""
-    requests = []
-
-    class Refuse(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            requests.append(self.path)
-            self.send_error(403, "offline")
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    env = {k: v for k, v in os.environ.items() if k.lower() not in ("no_proxy", "http_proxy")}
-    env["http_proxy"] = f"http://127.0.0.1:{server.server_address[1]}"
-    yield env, requests
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    """The environment of a script run that must not reach the internet, and the
+    requests it tried."""
+    with offline.refusing_proxy() as (url, requests):
+        env = {k: v for k, v in os.environ.items()
+               if k.lower() not in ("no_proxy", "http_proxy")}
+        env["http_proxy"] = url
+        yield env, requests
 
 
 def test_a_foreign_archive_survives_a_failed_conversion(project_root, tmp_path,

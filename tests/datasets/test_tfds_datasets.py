@@ -1,11 +1,9 @@
 """tfds:<name>: a TFDS dataset prepared locally (a builder written here), read offline;
 preparing without the network ends in one line at once."""
-import http.server
 import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
@@ -14,6 +12,7 @@ import tensorflow_datasets as tfds
 
 from core.errors import UsageError
 from datasets import dataset_factory, input_pipeline
+from helpers import offline
 from preprocessing import preprocessing_factory
 
 
@@ -147,24 +146,12 @@ def test_preparing_offline_ends_in_one_line_within_seconds(project_root, tmp_pat
 
 @pytest.fixture
 def refusing_proxy(monkeypatch):
-    """An HTTP proxy on 127.0.0.1 answering every request with 403."""
-    class Refuse(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_error(403, "offline")
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    for name in ("no_proxy", "NO_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{server.server_address[1]}")
-    yield
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    """Every request of this process answered 403 by a proxy on 127.0.0.1."""
+    with offline.refusing_proxy() as (url, _):
+        for name in ("no_proxy", "NO_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("http_proxy", url)
+        yield
 
 
 def test_a_refused_download_is_one_line(tmp_path, refusing_proxy):
