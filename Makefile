@@ -15,7 +15,7 @@ $(VENV)/.installed: requirements.txt requirements-test.txt
 	touch $@
 
 test: install
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" --durations=30
 
 test-slow: install
 	$(PY) -m pytest -q -m slow

@@ -2,6 +2,7 @@
 script's --help listing its flags by topic."""
 import collections
 import itertools
+import json
 import pathlib
 import re
 
@@ -105,3 +106,12 @@ def test_a_flag_several_scripts_take_means_the_same_in_each(script_flags):
 def test_a_script_declares_only_known_groups():
     with pytest.raises(ValueError, match='No flag group Modle'):
         cli_flags.define(['Modle'], flag_values=flags.FlagValues())
+
+
+@pytest.mark.parametrize('script', cli_flags.SCRIPTS)
+def test_every_flag_of_slims_script_of_the_same_name_is_accepted(script, script_flags,
+                                                                  test_data_dir):
+    """A TF-Slim command line runs unchanged: no flag of slim's script is unknown here."""
+    slim = json.loads((test_data_dir / 'slim_reference' / 'script_flags.json').read_text())
+    values, _ = script_flags(script)
+    assert slim[script] and [name for name in slim[script] if name not in values] == []
