@@ -158,42 +158,12 @@ def compare(name: str, logits: np.ndarray, reference: np.ndarray, *,
                   min_agreement, ok)
 
 
-def check_saved_model(path: str, examples: Examples, reference: np.ndarray,
-                      tolerance: float) -> List[Result]:
-    """Both signatures: 'serving_default' on the images, 'serving_bytes' (if present)
-    on the encoded images, each against the model on the in-process preprocessing."""
-    loaded = tf.saved_model.load(path)
-    serve = loaded.signatures[exporter.DEFAULT_SIGNATURE]
-    results = [compare(f'saved_model/{exporter.DEFAULT_SIGNATURE}', _batched(
-        lambda batch: serve(**{exporter.INPUT_NAME: tf.constant(batch)})['logits'],
-        examples.images), reference, tolerance=tolerance)]
-    if exporter.BYTES_SIGNATURE in loaded.signatures and examples.encoded:
-        serve_bytes = loaded.signatures[exporter.BYTES_SIGNATURE]
-        encoded = np.array(examples.encoded, dtype=object)
-        results.append(compare(f'saved_model/{exporter.BYTES_SIGNATURE}', _batched(
-            lambda batch: serve_bytes(**{exporter.BYTES_INPUT_NAME: tf.constant(batch)})[
-                'logits'], encoded), reference, tolerance=tolerance))
-    return results
-
-
 def check_frozen_graph(path: str, examples: Examples, reference: np.ndarray,
                        tolerance: float, batch_size=None, as_text=False) -> List[Result]:
     run = exporter.graph_def_function(exporter.read_graph_def(path, as_text))
     logits = _batched(lambda batch: run(tf.constant(batch))[0], examples.images,
                       batch_size or _BATCH)
     return [compare('frozen_graph', logits, reference, tolerance=tolerance)]
-
-
-def check_graph_def(path: str, serving: exporter.ServingInfo, as_text=False) -> List[Result]:
-    """The unfrozen GraphDef holds no weights: its input and output names are checked."""
-    graph_def = exporter.read_graph_def(path, as_text)
-    nodes = {node.name: node.op for node in graph_def.node}
-    missing = [name for name in serving.output_names if name not in nodes]
-    ok = nodes.get(exporter.GRAPH_INPUT_NAME) == 'Placeholder' and not missing
-    note = ('input and output nodes present (no weights to compare: use frozen_graph '
-            'to run it)') if ok else (f'placeholder {exporter.GRAPH_INPUT_NAME!r} or '
-                                      f'outputs {missing} missing')
-    return [Result('graphdef', ok=ok, note=note)]
 
 
 def check_tflite(name: str, path: str, examples: Examples, reference: np.ndarray, *,
