@@ -25,8 +25,17 @@ HEAVY = {'resnet_v1_101', 'resnet_v1_152', 'resnet_v1_200', 'resnet_v2_101',
          'inception_resnet_v2'}
 
 
-def _marked(names):
-    return [pytest.param(n, marks=pytest.mark.slow) if n in HEAVY else n for n in names]
+# One net per family and head kind: checks that hold per family (the pre-logits head,
+# bfloat16 against float32) run on these in `make test`, on every net in test-slow.
+FAMILY_REPRESENTATIVES = {'lenet', 'cifarnet', 'alexnet_v2', 'vgg_16', 'inception_v1',
+                          'inception_v3', 'resnet_v1_50', 'resnet_v2_50', 'mobilenet_v1',
+                          'mobilenet_v2', 'mobilenet_v3_small', 'nasnet_mobile', 'i3d'}
+
+
+def _marked(names, fast=None):
+    """names, those outside fast (default: the HEAVY ones) marked slow."""
+    return [n if (n in fast if fast is not None else n not in HEAVY)
+            else pytest.param(n, marks=pytest.mark.slow) for n in names]
 # TF-Slim's preprocessing_factory: model name -> preprocessing family.
 SLIM_PREPROCESSING = {
     'cifarnet': 'cifarnet', 'lenet': 'lenet',
@@ -165,7 +174,7 @@ def test_logits_match_golden(name, slim_nets):
         assert end_points[key].numpy().std() == pytest.approx(std, rel=1e-3, abs=1e-4)
 
 
-@pytest.mark.parametrize('name', _marked(IMPLEMENTED))
+@pytest.mark.parametrize('name', _marked(IMPLEMENTED, FAMILY_REPRESENTATIVES))
 def test_num_classes_zero_returns_pre_logits(name, slim_nets):
     net = nets_factory.get_network_fn(name, 0)
     features, end_points = _trace(net, _input_shape(slim_nets[name]))
@@ -294,7 +303,7 @@ def _calibrate_batch_norm(net, images):
         norm.params = params
 
 
-@pytest.mark.parametrize('name', _marked(IMPLEMENTED))
+@pytest.mark.parametrize('name', _marked(IMPLEMENTED, FAMILY_REPRESENTATIVES))
 def test_bfloat16_forward_agrees_with_float32(name, slim_nets):
     net = nets_factory.get_network_fn(name, slim_nets[name]['num_classes'])
     images = _golden_input(_input_shape(slim_nets[name]))
