@@ -32,7 +32,7 @@ import tensorflow as tf  # noqa: E402
 
 from datasets import dataset_factory, dataset_utils, input_pipeline  # noqa: E402
 from nets import nets_factory  # noqa: E402
-from preprocessing import preprocessing_factory  # noqa: E402
+from preprocessing import augment_policies, preprocessing_factory  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('dataset_name', 'flowers', 'Dataset to read.')
@@ -47,6 +47,10 @@ flags.DEFINE_integer('make_flowers_like', 0, 'First write this many flowers-like
 flags.DEFINE_string('model_name', 'mobilenet_v1', 'Model trained to measure input waits; '
                     'empty to skip.')
 flags.DEFINE_integer('train_steps', 10, 'Timed training steps (after 2 untimed).')
+flags.DEFINE_enum('augmentation', 'none', list(augment_policies.POLICY_NAMES),
+                  'Augmentation policy of the training pipeline, as training\'s flag.')
+flags.DEFINE_float('random_erase_prob', 0.0, 'Random erasing in the training pipeline, as '
+                   'training\'s flag.')
 
 
 def make_flowers_like(dataset_dir, count):
@@ -79,7 +83,10 @@ def raw_dataset(spec):
 
 
 def train_dataset(spec):
-    preprocess = preprocessing_factory.get_preprocessing(FLAGS.preprocessing_name, True)
+    augmentation = augment_policies.AugmentationConfig(
+        augmentation=FLAGS.augmentation, random_erase_prob=FLAGS.random_erase_prob)
+    preprocess = preprocessing_factory.get_preprocessing(FLAGS.preprocessing_name, True,
+                                                         augmentation=augmentation)
     inception = FLAGS.preprocessing_name == 'inception'
     input_fn = input_pipeline.make_input_fn(spec, preprocess, input_pipeline.InputConfig(
         batch_size=FLAGS.batch_size, image_size=FLAGS.image_size, is_training=True,
@@ -142,7 +149,8 @@ def main(argv):
         raw.append(images_per_sec(raw_iterator, num_batches))
         train.append(images_per_sec(train_iterator, num_batches))
     print(f'cores: {os.cpu_count()}, dataset: {FLAGS.dataset_name}, preprocessing: '
-          f'{FLAGS.preprocessing_name} at {FLAGS.image_size}, batch {FLAGS.batch_size}')
+          f'{FLAGS.preprocessing_name} at {FLAGS.image_size}, batch {FLAGS.batch_size}, '
+          f'augmentation: {FLAGS.augmentation}, random erasing: {FLAGS.random_erase_prob:g}')
     print(f'raw read+decode: {statistics.median(raw):.0f} img/s  (rounds: '
           f'{", ".join(f"{r:.0f}" for r in raw)})')
     print(f'training pipeline: {statistics.median(train):.0f} img/s  (rounds: '

@@ -9,10 +9,12 @@ PADDING = 4
 
 
 def preprocess_for_train(image, output_height, output_width, padding=PADDING,
-                         use_grayscale=False, seed=None):
+                         use_grayscale=False, seed=None, augment=None):
     """Zero-pad, random crop, random flip, brightness/contrast jitter, standardize.
 
     `seed`: the example's [2] seed, every random choice drawn from it (random_draws).
+    `augment`: a function of the uint8 image, applied after the crop and flip (training
+    with --augmentation); None leaves TF-Slim's path unchanged.
     """
     crop_seed, flip_seed, brightness_seed, contrast_seed = random_draws.split(seed, 4)
     image = tf.cast(tf.convert_to_tensor(image), tf.float32)
@@ -26,6 +28,8 @@ def preprocess_for_train(image, output_height, output_width, padding=PADDING,
         tf.image.stateless_random_crop(image, crop_size, crop_seed),
         output_height, output_width)
     image = tf.image.stateless_random_flip_left_right(image, flip_seed)
+    if augment is not None:
+        image = image_ops.augment_as_uint8(image, augment)
     # As in TF-Slim, although standardization cancels the brightness shift.
     image = tf.image.stateless_random_brightness(image, 63, brightness_seed)
     image = tf.image.stateless_random_contrast(image, 0.2, 1.8, contrast_seed)
@@ -43,12 +47,12 @@ def preprocess_for_eval(image, output_height, output_width, use_grayscale=False)
 
 
 def preprocess_image(image, output_height, output_width, is_training=False,
-                     use_grayscale=False, padding=PADDING, seed=None):
+                     use_grayscale=False, padding=PADDING, seed=None, augment=None):
     """Float32 [output_height, output_width, C] image, standardized per image."""
     if is_training:
         return preprocess_for_train(image, output_height, output_width,
                                     padding=padding, use_grayscale=use_grayscale,
-                                    seed=seed)
+                                    seed=seed, augment=augment)
     return preprocess_for_eval(image, output_height, output_width,
                                use_grayscale=use_grayscale)
 

@@ -60,3 +60,15 @@ def resize_bilinear_tf1(image, height, width):
         align_corners=False,
         half_pixel_centers=False)
     return tf.squeeze(resized, [0])
+
+
+def augment_as_uint8(image, augment, max_value=255.0):
+    """`augment`, a function of a uint8 image, applied to a float image whose values span
+    [0, max_value] (255: pixel values; 1: tf.image's floats); float32 back, same range.
+
+    Values are rounded to whole pixel levels first, as the augmentation ops expect.
+    """
+    scale = 255.0 / max_value
+    pixels = tf.cast(tf.clip_by_value(tf.round(image * scale), 0.0, 255.0), tf.uint8)
+    augmented = tf.cast(augment(pixels), tf.float32)
+    return augmented if scale == 1.0 else augmented / scale

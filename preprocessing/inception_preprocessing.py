@@ -120,11 +120,13 @@ def _decode(encoded):
 
 
 def preprocess_for_train(image, height, width, bbox=None, fast_mode=True,
-                         random_crop=True, use_grayscale=False, seed=None):
+                         random_crop=True, use_grayscale=False, seed=None, augment=None):
     """Random box crop, resize, flip and colour jitter; float32 in [-1, 1].
 
     `image` may be encoded (a string tensor): a JPEG is then decoded only inside the crop.
     `seed`: the example's [2] seed, every random choice drawn from it (random_draws).
+    `augment`: a function of the uint8 image, applied after the crop, resize and flip,
+    before the colour jitter (training with --augmentation); None: TF-Slim's path.
     """
     crop_seed, resize_seed, flip_seed, ordering_seed, color_seed = random_draws.split(seed, 5)
     if bbox is None:
@@ -146,6 +148,8 @@ def preprocess_for_train(image, height, width, bbox=None, fast_mode=True,
         resize_seed, num_resize_cases,
         lambda method: lambda: _RESIZE_METHODS[method](image, height, width))
     image = tf.image.stateless_random_flip_left_right(image, flip_seed)
+    if augment is not None:
+        image = image_ops.augment_as_uint8(image, augment, max_value=1.0)
 
     num_color_cases = 1 if fast_mode else NUM_COLOR_ORDERINGS
     image = random_draws.choice(
@@ -177,7 +181,7 @@ def preprocess_for_eval(image, height, width, central_fraction=CENTRAL_FRACTION,
 
 
 def preprocess_image(image, height, width, is_training=False, use_grayscale=False,
-                     bbox=None, fast_mode=True, crop_image=True, seed=None):
+                     bbox=None, fast_mode=True, crop_image=True, seed=None, augment=None):
     """Float32 [height, width, C] in [-1, 1]; uint8 input is scaled from [0, 255].
 
     `image` may also be the encoded bytes (JPEG, PNG, ...), decoded here; in training a
@@ -189,7 +193,7 @@ def preprocess_image(image, height, width, is_training=False, use_grayscale=Fals
     if is_training:
         return preprocess_for_train(image, height, width, bbox=bbox, fast_mode=fast_mode,
                                     random_crop=crop_image, use_grayscale=use_grayscale,
-                                    seed=seed)
+                                    seed=seed, augment=augment)
     return preprocess_for_eval(image, height, width, central_crop=crop_image,
                                use_grayscale=use_grayscale)
 

@@ -75,10 +75,12 @@ def _subtract_means(image, use_grayscale):
 
 def preprocess_for_train(image, output_height, output_width,
                          resize_side_min=RESIZE_SIDE_MIN, resize_side_max=RESIZE_SIDE_MAX,
-                         use_grayscale=False, seed=None):
+                         use_grayscale=False, seed=None, augment=None):
     """Smaller side uniform in [min, max], random crop, random flip, minus means.
 
     `seed`: the example's [2] seed, every random choice drawn from it (random_draws).
+    `augment`: a function of the uint8 image, applied after the crop and flip (training
+    with --augmentation); None leaves TF-Slim's path unchanged.
     """
     resize_seed, crop_seed, flip_seed = random_draws.split(seed, 3)
     image = image_ops.to_rgb(tf.convert_to_tensor(image))
@@ -87,6 +89,8 @@ def preprocess_for_train(image, output_height, output_width,
     image = _aspect_preserving_resize(image, resize_side)
     image = _random_crop(image, output_height, output_width, crop_seed)
     image = tf.image.stateless_random_flip_left_right(tf.cast(image, tf.float32), flip_seed)
+    if augment is not None:
+        image = image_ops.augment_as_uint8(image, augment)
     return _subtract_means(image, use_grayscale)
 
 
@@ -101,7 +105,7 @@ def preprocess_for_eval(image, output_height, output_width, resize_side=RESIZE_S
 
 def preprocess_image(image, output_height, output_width, is_training=False,
                      use_grayscale=False, resize_side_min=RESIZE_SIDE_MIN,
-                     resize_side_max=RESIZE_SIDE_MAX, seed=None):
+                     resize_side_max=RESIZE_SIDE_MAX, seed=None, augment=None):
     """Float32 [output_height, output_width, C] with the ImageNet RGB means removed.
 
     Evaluation resizes the smaller side to `resize_side_min`. One-channel input is
@@ -109,7 +113,8 @@ def preprocess_image(image, output_height, output_width, is_training=False,
     """
     if is_training:
         return preprocess_for_train(image, output_height, output_width,
-                                    resize_side_min, resize_side_max, use_grayscale, seed)
+                                    resize_side_min, resize_side_max, use_grayscale, seed,
+                                    augment)
     return preprocess_for_eval(image, output_height, output_width, resize_side_min,
                                use_grayscale)
 
