@@ -7,6 +7,9 @@ a fully connected classifier. Blocks are described as data below.
 
 A residual block adds `scale * up` to its input, `up` a biased 1x1 conv (no batch
 norm, no activation) of its branches' concatenation, then applies `activation_fn`.
+`drop_path_rate` adds stochastic depth: in training, residual block i of the net's 40
+(from 0: block35_1 .. block8_9, then Block8) drops its scaled branch per example with
+probability drop_path_rate * i / 39 before the add (layers.drop_path_rates).
 
 slim's quirks kept:
 - its own arg scope: Xavier weights, L2 on weights and biases alike;
@@ -92,7 +95,10 @@ def _aligned(spec, align_feature_maps):
 
 
 class ResidualBlock(layers.Module):
-    """block35/block17/block8: input + scale * up(concat(branches)), then activation."""
+    """block35/block17/block8: input + scale * up(concat(branches)), then activation.
+    The net's drop-path schedule sets `drop_path_rate`, its scaled branch's."""
+
+    drop_path_rate = 0.0
 
     def __init__(self, name, branches, *, scale: float, activation: Optional[Callable],
                  conv, up: layers.Conv2D):
@@ -101,24 +107,38 @@ class ResidualBlock(layers.Module):
         self.up = up
         self.scale, self.activation = scale, activation
 
-    def forward(self, inputs, *, training):
+    def forward(self, inputs, *, training, random_generator=None):
         residual = self.up(self.branches(inputs, training=training), training=training)
         residual = residual * self.scale
         if self.activation is tf.nn.relu6:  # slim's "bandpass": clip before the add
             residual = tf.clip_by_value(residual, -6.0, 6.0)
+        residual = layers.stochastic_depth(residual, self.drop_path_rate, training=training,
+                                           random_generator=random_generator)
         net = inputs + residual
         return self.activation(net) if self.activation else net
+
+
+class Repeat(layers.Sequential):
+    """slim's `slim.repeat` of residual blocks under one scope ('Repeat', 'Repeat_1', ...),
+    handing each block drop-path's generator."""
+
+    def forward(self, inputs, training, random_generator=None):
+        for block in self.layers:
+            inputs = block(inputs, training=training, random_generator=random_generator)
+        return inputs
 
 
 class InceptionResnetV2(Network):
 
     default_final_endpoint = 'Conv2d_7b_1x1'
+    random_in_base = True  # drop-path's masks
 
     def __init__(self, num_classes: int = 1001, *, weight_decay: float = 0.00004,
                  is_training: bool = False, dropout_keep_prob: float = 0.8,
                  create_aux_logits: bool = True, activation_fn: Optional[Callable] = tf.nn.relu,
                  output_stride: int = 16, align_feature_maps: bool = False,
-                 scope: str = 'InceptionResnetV2', spec=None, quantization=None):
+                 drop_path_rate: float = 0.0, scope: str = 'InceptionResnetV2', spec=None,
+                 quantization=None):
         super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
                          spec=spec, quantization=quantization)
         if output_stride not in OUTPUT_STRIDES:
@@ -140,7 +160,7 @@ class InceptionResnetV2(Network):
 
         def repeat(stage, activation=activation_fn, rate=1):
             scope_name, block, count, scale, depth, branches = REPEATS[stage]
-            return layers.Sequential(scope_name, [
+            return Repeat(scope_name, [
                 self._residual_block(f'{block}_{i}', branches, depth, scale, activation,
                                      rate) for i in range(1, count + 1)])
 
@@ -164,6 +184,10 @@ class InceptionResnetV2(Network):
                 self.aux_head = inception_blocks.AuxHead(
                     self._conv, conv_name='Conv2d_2a_5x5', logits=self._fully_connected('Logits'))
             self.logits = self._fully_connected('Logits/Logits')
+        residual_blocks = [block for _, layer in self.blocks
+                           for block in (layer.layers if isinstance(layer, Repeat) else [layer])
+                           if isinstance(block, ResidualBlock)]
+        layers.schedule_drop_path(residual_blocks, drop_path_rate)
 
     def _conv(self, name, depth, kernel, stride=1, padding='SAME', rate=1):
         # slim's inception_resnet_v2_arg_scope: batch norm, ReLU, Xavier weights.
@@ -187,21 +211,25 @@ class InceptionResnetV2(Network):
         return ResidualBlock(name, branches, scale=scale, activation=activation, conv=conv,
                              up=up)
 
-    def forward_base(self, images, *, final_endpoint, training):
+    def forward_base(self, images, *, final_endpoint, training, random_generator=None):
         end_points = EndPoints(final_endpoint)
         net = images
         for name, layer in self.blocks:
             if name == 'Mixed_7a' and self.output_stride == 8:
                 raise ValueError(f'output_stride=8 reaches {LAST_ENDPOINT_AT_STRIDE_8!r} '
                                  f'at most (as in TF-Slim); asked for {final_endpoint!r}.')
-            net = layers.apply(layer, net, training=training)
+            if isinstance(layer, (Repeat, ResidualBlock)):
+                net = layer(net, training=training, random_generator=random_generator)
+            else:
+                net = layers.apply(layer, net, training=training)
             if name and end_points.add(name, net):
                 return net, end_points
         raise end_points.unknown_final_endpoint()
 
     def forward(self, images, *, training, random_generator=None):
         net, end_points = self.forward_base(images, final_endpoint='Conv2d_7b_1x1',
-                                            training=training)
+                                            training=training,
+                                            random_generator=random_generator)
         if self.aux_head is not None:
             end_points['AuxLogits'] = self.aux_head(end_points['PreAuxLogits'],
                                                     training=training)
@@ -220,7 +248,8 @@ class InceptionResnetV2(Network):
 
 @register_network('inception_resnet_v2', default_image_size=299,
                   preprocessing_name='inception', checkpoint_num_classes=1001,
-                  checkpoint_file='inception_resnet_v2_2016_08_30.tar.gz')
+                  checkpoint_file='inception_resnet_v2_2016_08_30.tar.gz',
+                  drop_path_option='drop_path_rate')
 def inception_resnet_v2(num_classes=1001, weight_decay=0.00004, is_training=False,
                         **options) -> Optional[InceptionResnetV2]:
     return InceptionResnetV2(num_classes, weight_decay=weight_decay,

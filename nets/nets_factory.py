@@ -3,8 +3,10 @@
 Importing this module imports every net module, which registers itself; the list below
 is the only place a new net module must be added.
 """
+import numbers
 from typing import Optional
 
+from core.errors import UsageError
 from nets import cifarnet, lenet  # noqa: F401  (imported to register)
 from nets import inception_v3, mobilenet_v1, plain_convnets, resnet  # noqa: F401
 from nets import inception_v1, inception_v2  # noqa: F401
@@ -19,6 +21,11 @@ from nets.network import Network
 get_spec = registry.get_spec
 network_names = registry.names
 
+# The nets whose spec says `drop_path_option='drop_path_rate'`, as users read them (a
+# test keeps the two in step).
+DROP_PATH_RATE_FAMILIES = ('resnet_v1_*', 'resnet_v2_*', 'inception_resnet_v2',
+                           'mobilenet_v2*', 'mobilenet_v3*', 'mobilenet_edgetpu*')
+
 
 def get_network_fn(name: str, num_classes: int, weight_decay: float = 0.0,
                    is_training: bool = False, *,
@@ -28,10 +35,33 @@ def get_network_fn(name: str, num_classes: int, weight_decay: float = 0.0,
 
     `quantization` makes it quantization-aware (nets/quantization.py). `options` left as
     None are dropped, so unset command-line values never override a net's own defaults.
+    `drop_path_rate` (stochastic depth) is checked here: the residual families take it,
+    other nets refuse a rate above 0 (and ignore 0, which asks for nothing).
     The network knows its registry spec (`net.spec`, `net.default_image_size`).
     """
     spec = registry.get_spec(name)
     options = {key: value for key, value in options.items() if value is not None}
+    if 'drop_path_rate' in options and not _takes_drop_path_rate(spec,
+                                                                 options['drop_path_rate']):
+        del options['drop_path_rate']
     return spec.builder(num_classes=num_classes, weight_decay=weight_decay,
                         is_training=is_training, spec=spec, quantization=quantization,
                         **options)
+
+
+def _takes_drop_path_rate(spec: registry.NetworkSpec, rate) -> bool:
+    """Whether the net's builder gets `rate`: raises UsageError for a rate it cannot
+    take, False for a rate of 0 on a net without stochastic depth."""
+    if spec.drop_path_option != 'drop_path_rate':
+        if rate == 0:
+            return False
+        families = ', '.join(DROP_PATH_RATE_FAMILIES)
+        has = ('has its own drop-path (its drop_path_keep_prob option)'
+               if spec.drop_path_option == 'drop_path_keep_prob' else 'has none')
+        raise UsageError(f'--drop_path_rate applies to the residual families ({families}); '
+                         f'{spec.name} {has}. Drop the flag.')
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0 <= rate < 1:
+        raise UsageError(f'--drop_path_rate must be at least 0 and below 1 (the last '
+                         f'residual block\'s drop probability, e.g. 0.1); got {rate!r}.')
+    return True
+

@@ -53,11 +53,13 @@ class Network(layers.Module):
     Nets with a feature extractor (slim's `*_base(final_endpoint=...)`) implement
     `forward_base(images, *, final_endpoint, training) -> (features, EndPoints)`, called
     through `base(...)`, and set `default_final_endpoint`; nets that set `uses_step` get
-    `step=` and `random_generator=` there too.
+    `step=` and `random_generator=` there too, nets that set `random_in_base` (their
+    residual blocks' drop-path) `random_generator=`.
     """
 
     default_final_endpoint: Optional[str] = None
     uses_step = False
+    random_in_base = False
 
     def __init__(self, *, scope: str, num_classes: int, is_training: bool,
                  spec: Optional[NetworkSpec] = None,
@@ -115,7 +117,8 @@ class Network(layers.Module):
         training = self.is_training if training is None else training
         if self._scope is None:
             self.resolve_scopes()
-        random = {'random_generator': random_generator} if self.uses_step else {}
+        random = ({'random_generator': random_generator}
+                  if self.uses_step or self.random_in_base else {})
         with self._op_scope(), self._quantized(step, training):
             return self.forward_base(self._quantize_input(images, training),
                                      final_endpoint=final_endpoint or self.default_final_endpoint,

@@ -19,6 +19,9 @@ class NetworkSpec:
     checkpoint_file: Optional[str] = None  # the archive of TF-Slim's model zoo
     # Video nets take [batch, frames, height, width, channels] clips of this many frames.
     num_frames: Optional[int] = None
+    # The builder option that sets the net's drop-path: 'drop_path_rate' (stochastic
+    # depth over residual blocks), 'drop_path_keep_prob' (NASNet's cells) or None.
+    drop_path_option: Optional[str] = None
 
     def input_shape(self, image_size: Optional[int] = None, channels: int = 3) -> tuple:
         """One example's shape: (height, width, channels), with frames first for video."""
@@ -37,7 +40,8 @@ _NETWORKS: Dict[str, NetworkSpec] = {}
 def register_network(name: str, *, default_image_size: int, preprocessing_name: str,
                      checkpoint_num_classes: Optional[int] = None,
                      checkpoint_file: Optional[str] = None,
-                     num_frames: Optional[int] = None):
+                     num_frames: Optional[int] = None,
+                     drop_path_option: Optional[str] = None):
     """Decorator for a builder `(num_classes, weight_decay, is_training, *, spec,
     quantization, **options) -> Network`, registered under the literal `name` (so a grep
     for the name finds it). The builder hands `spec` and `quantization` to the
@@ -48,7 +52,7 @@ def register_network(name: str, *, default_image_size: int, preprocessing_name: 
             raise ValueError(f'Network {name!r} is registered twice.')
         _NETWORKS[name] = NetworkSpec(name, builder, default_image_size,
                                       preprocessing_name, checkpoint_num_classes,
-                                      checkpoint_file, num_frames)
+                                      checkpoint_file, num_frames, drop_path_option)
         return builder
 
     return register

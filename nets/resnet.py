@@ -6,6 +6,11 @@ their resolution until the block's end); `output_stride` turns the strides past 
 atrous rates; strided 3x3 convs pad explicitly (conv2d_same); v2's conv1, shortcut convs
 and each unit's last conv have biases and no batch norm, with a 'preact' batch norm per
 unit and a 'postnorm' one after the last block.
+
+`drop_path_rate` adds stochastic depth (Huang et al. 2016, arXiv 1603.09382) as timm's
+ResNet does: in training, unit i of the net's n (from 0, over all blocks) drops its
+residual branch per example with probability drop_path_rate * i / (n - 1) before the
+add (layers.drop_path_rates); nothing changes at evaluation or at rate 0.
 """
 import dataclasses
 from typing import List, Optional
@@ -49,7 +54,10 @@ def _subsample(inputs, factor):
 
 
 class Bottleneck(layers.Module):
-    """One unit, 'blockN/unit_M/bottleneck_v1|v2': 1x1, 3x3 (strided, dilated), 1x1."""
+    """One unit, 'blockN/unit_M/bottleneck_v1|v2': 1x1, 3x3 (strided, dilated), 1x1.
+    The net's drop-path schedule sets `drop_path_rate`, its branch's."""
+
+    drop_path_rate = 0.0
 
     def __init__(self, name, unit: Unit, rate: int, version: int, conv):
         super().__init__(name)
@@ -67,7 +75,7 @@ class Bottleneck(layers.Module):
         self.conv3 = conv('conv3', unit.depth, 1, **last)
         self._conv = conv
 
-    def forward(self, inputs, *, training, end_points):
+    def forward(self, inputs, *, training, end_points, random_generator=None):
         preact = self.preact(inputs, training=training) if self.preact else inputs
         if inputs.shape[-1] == self.unit.depth:
             shortcut = _subsample(inputs, self.unit.stride)
@@ -81,6 +89,8 @@ class Bottleneck(layers.Module):
         residual = preact
         for conv in (self.conv1, self.conv2, self.conv3):
             residual = end_points[conv.scope] = conv(residual, training=training)
+        residual = layers.stochastic_depth(residual, self.drop_path_rate, training=training,
+                                           random_generator=random_generator)
         output = shortcut + residual
         output = tf.nn.relu(output) if self.version == 1 else output
         end_points[self.scope] = output
@@ -90,12 +100,14 @@ class Bottleneck(layers.Module):
 class ResNet(Network):
 
     default_final_endpoint = 'block4'
+    random_in_base = True  # drop-path's masks
 
     def __init__(self, num_classes: Optional[int], *, blocks: List[Block], version: int,
                  scope: str, weight_decay: float = 0.0001, is_training: bool = False,
                  global_pool: bool = True, output_stride: Optional[int] = None,
                  include_root_block: bool = True, spatial_squeeze: bool = True,
-                 store_non_strided_activations: bool = False, spec=None, quantization=None):
+                 store_non_strided_activations: bool = False, drop_path_rate: float = 0.0,
+                 spec=None, quantization=None):
         super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
                          spec=spec, quantization=quantization)
         if output_stride is not None:
@@ -140,6 +152,8 @@ class ResNet(Network):
             self.blocks.append((block.scope, units))
             self.block_strides.append(block_stride)
         schedule.check_reached()
+        layers.schedule_drop_path([unit for _, units in self.blocks for unit in units],
+                                  drop_path_rate)
         self.postnorm = (layers.BatchNorm('postnorm', BATCH_NORM, activation=tf.nn.relu)
                          if version == 2 else None)
         self.logits = (layers.Conv2D('logits', num_classes, 1, activation=None,
@@ -147,7 +161,7 @@ class ResNet(Network):
                                      weight_decay=weight_decay, quantization=self.quantization)
                        if num_classes else None)
 
-    def forward_base(self, images, *, final_endpoint, training):
+    def forward_base(self, images, *, final_endpoint, training, random_generator=None):
         """The blocks' features: final_endpoint is 'block1'..'block4' (v2: the last one
         after 'postnorm')."""
         end_points = EndPoints(f'{self.scope}/{final_endpoint}')
@@ -157,7 +171,8 @@ class ResNet(Network):
             net = layers.max_pool(net, 3, 2, 'SAME')
         for (scope, units), stride in zip(self.blocks, self.block_strides):
             for unit in units:
-                net = unit(net, training=training, end_points=end_points)
+                net = unit(net, training=training, end_points=end_points,
+                           random_generator=random_generator)
             done = end_points.add(f'{self.scope}/{scope}', net)
             net = _subsample(net, stride)
             if done:
@@ -168,7 +183,8 @@ class ResNet(Network):
 
     def forward(self, images, *, training, random_generator=None):  # no dropout
         net, end_points = self.forward_base(images, final_endpoint=self.blocks[-1][0],
-                                            training=training)
+                                            training=training,
+                                            random_generator=random_generator)
         if self.global_pool:
             net = end_points['global_pool'] = tf.reduce_mean(net, [1, 2], keepdims=True,
                                                              name='pool5')
@@ -188,7 +204,7 @@ def _register(name, version, units_per_block, checkpoint_file):
     @register_network(name, default_image_size=224, preprocessing_name='vgg',
                       checkpoint_num_classes=(1000 if version == 1 else 1001)
                       if checkpoint_file else None,
-                      checkpoint_file=checkpoint_file)
+                      checkpoint_file=checkpoint_file, drop_path_option='drop_path_rate')
     def build(num_classes=None, weight_decay=0.0001, is_training=False, depth_multiplier=1.0,
               min_base_depth=8, **options):
         base_depths = (64, 128, 256, 512)

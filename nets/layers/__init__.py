@@ -24,7 +24,7 @@ argument of every layer whose behaviour it can change.
 The kit by job: `module` (the tree, scopes, L2 terms), `initializers`, `normalization`
 (batch norm, LRN), `weighted` (conv of any rank, separable conv, fully connected),
 `fake_quant` (quantization-aware training's quantizers), `stateless` (pools, flatten,
-dropout). `from nets import layers` gives them all.
+dropout, drop-path). `from nets import layers` gives them all.
 """
 from nets.layers.initializers import (  # noqa: F401
     Initializer, constant_initializer, ones_initializer, truncated_normal_initializer,
@@ -36,4 +36,5 @@ from nets.layers.weighted import (  # noqa: F401
     Conv2D, Conv3D, ConvND, FullyConnected, IntTuple, SeparableConv2D, WeightedLayer,
     conv2d_same)
 from nets.layers.stateless import (  # noqa: F401
-    avg_pool, dropout, flatten, max_pool, random_seed)
+    avg_pool, drop_path, drop_path_rates, dropout, flatten, max_pool, random_seed,
+    schedule_drop_path, stochastic_depth)

@@ -65,8 +65,12 @@ class ExpandedConv(layers.Module):
     `conv_options` are the kit options of a batch-normalised 1x1 conv (initializer, weight
     decay, normalizer, quantization); the depthwise layer takes them without weight
     decay, as slim's training scope regularises conv2d only. `activation` is used by the
-    expansion and the depthwise layer; the projection is linear.
+    expansion and the depthwise layer; the projection is linear. A block with a
+    residual drops its projection per example, in training, with probability
+    `drop_path_rate` (set by the net's drop-path schedule) before the add.
     """
+
+    drop_path_rate = 0.0
 
     def __init__(self, name: str, *, input_depth: int, expansion_depth: int,
                  num_outputs: int, kernel_size: int, stride: int, rate: int,
@@ -100,7 +104,7 @@ class ExpandedConv(layers.Module):
         # As slim: a residual only where neither the resolution nor the depth changes.
         self.residual = residual and stride == 1 and num_outputs == input_depth
 
-    def forward(self, inputs, *, training: bool):
+    def forward(self, inputs, *, training: bool, random_generator=None):
         end_points = {}
         net = inputs
         if self.expand is not None:
@@ -111,6 +115,7 @@ class ExpandedConv(layers.Module):
             net = self.squeeze_excite(net, training=training)
         net = self.project(net, training=training)
         if self.residual:
-            net = net + inputs
+            net = layers.stochastic_depth(net, self.drop_path_rate, training=training,
+                                          random_generator=random_generator) + inputs
         end_points['output'] = net
         return net, end_points

@@ -20,6 +20,11 @@ slim's quirks reproduced:
 - the training scope (`mobilenet.training_scope`): weights truncated_normal(0.09), L2
   weight decay on conv2d weights only (depthwise weights and biases are not decayed),
   batch norm decay 0.997, epsilon 0.001, center and scale; dropout keep 0.8.
+
+`drop_path_rate` adds stochastic depth (not in slim): in training, the i-th of the n
+expanded convs that have a residual (from 0, in forward order) drops its projection per
+example with probability drop_path_rate * i / (n - 1) before the add
+(layers.drop_path_rates); nothing changes at evaluation or at rate 0.
 """
 import dataclasses
 from typing import Callable, Optional, Tuple, Union
@@ -55,14 +60,16 @@ class MobileNet(Network):
     """A MobileNet built from `conv_defs`; `base(final_endpoint=...)` is slim's
     `mobilenet_base` (default: the last layer)."""
 
+    random_in_base = True  # drop-path's masks
+
     def __init__(self, conv_defs: ConvDefs, num_classes: int = 1001, *,
                  weight_decay: float = 0.00004, is_training: bool = False,
                  depth_multiplier: float = 1.0, min_depth: int = 8, divisible_by: int = 8,
                  finegrain_classification_mode: bool = False,
                  output_stride: Optional[int] = None, use_explicit_padding: bool = False,
                  dropout_keep_prob: float = 0.8, spatial_squeeze: bool = True,
-                 stddev: float = 0.09, bn_decay: float = 0.997, scope: str = 'Mobilenet',
-                 spec=None, quantization=None):
+                 stddev: float = 0.09, bn_decay: float = 0.997, drop_path_rate: float = 0.0,
+                 scope: str = 'Mobilenet', spec=None, quantization=None):
         super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
                          spec=spec, quantization=quantization)
         if depth_multiplier <= 0:
@@ -127,6 +134,9 @@ class MobileNet(Network):
                     fused=spec.fused, squeeze_excite=spec.squeeze_excite,
                     residual=spec.residual))
             depth = num_outputs
+        layers.schedule_drop_path([layer for layer in self.base_layers
+                                   if isinstance(layer, conv_blocks.ExpandedConv)
+                                   and layer.residual], drop_path_rate)
         self.logits = None
         if num_classes:
             self.logits = layers.Conv2D(
@@ -141,13 +151,14 @@ class MobileNet(Network):
         counts[base] = count + 1
         return f'{base}_{count}' if count else base
 
-    def forward_base(self, images, *, final_endpoint, training):
+    def forward_base(self, images, *, final_endpoint, training, random_generator=None):
         end_points = EndPoints(final_endpoint)
         net = images
         for index, layer in enumerate(self.base_layers, 1):
             name = f'layer_{index}'
             if isinstance(layer, conv_blocks.ExpandedConv):
-                net, block_end_points = layer(net, training=training)
+                net, block_end_points = layer(net, training=training,
+                                              random_generator=random_generator)
                 end_points.update({f'{name}/{key}': value
                                    for key, value in block_end_points.items()})
             else:
@@ -158,7 +169,8 @@ class MobileNet(Network):
 
     def forward(self, images, *, training, random_generator=None):
         net, end_points = self.forward_base(
-            images, final_endpoint=self.default_final_endpoint, training=training)
+            images, final_endpoint=self.default_final_endpoint, training=training,
+            random_generator=random_generator)
         output = heads.conv_classifier(
             net, self.logits, end_points,
             pool=lambda features: ('global_pool', heads.whole_map_average(features)),

@@ -46,7 +46,7 @@ def mobilenet(num_classes=1001, *, conv_defs=V2_DEF, scope='MobilenetV2',
 
 
 _SPEC = dict(default_image_size=224, preprocessing_name='inception',
-             checkpoint_num_classes=1001)
+             checkpoint_num_classes=1001, drop_path_option='drop_path_rate')
 
 
 @register_network('mobilenet_v2', **_SPEC, checkpoint_file='mobilenet_v2_1.0_224.tgz')

@@ -150,7 +150,8 @@ def _register(name, conv_defs, checkpoint_file, **defaults):
     """Registers slim's `wrapped_partial(mobilenet, ...)` variant `name`."""
 
     @register_network(name, default_image_size=224, preprocessing_name='inception',
-                      checkpoint_num_classes=1001, checkpoint_file=checkpoint_file)
+                      checkpoint_num_classes=1001, checkpoint_file=checkpoint_file,
+                      drop_path_option='drop_path_rate')
     def builder(num_classes=1001, weight_decay=0.00004, is_training=False, **options):
         return mobilenet(num_classes, conv_defs=conv_defs, weight_decay=weight_decay,
                          is_training=is_training, **{**defaults, **options})

@@ -1,6 +1,6 @@
 """NASNet's and PNASNet's cells: described as data, and built from their description
-(slim's NasNetABaseCell), with slim's drop-path. The network that runs them is in
-cell_network.py.
+(slim's NasNetABaseCell), with slim's drop-path (nets/layers/stateless.py, shared with
+the residual nets). The network that runs them is in cell_network.py.
 
 A cell (slim's NasNetABaseCell) turns its input and the output of an earlier cell into
 `filters`-deep hidden states: state 0 is the input through ReLU, a 1x1 conv and batch
@@ -27,6 +27,7 @@ from typing import Optional, Tuple
 import tensorflow as tf
 
 from nets import layers
+from nets.layers import drop_path
 from nets.layers.fake_quant import Quantization
 
 
@@ -67,21 +68,6 @@ PNASNET_5 = CellSpec(
         (('separable_3x3_2', 1), ('none', 0)),
     ),
     concatenated=(2, 3, 4, 5, 6))
-
-
-# --- Drop-path. ---
-
-def drop_path(inputs, keep_prob, random_generator=None):
-    """Zeroes whole examples with probability 1 - keep_prob, scales the rest by 1 / keep_prob
-    (slim's drop_path; the mask is drawn in float32 whatever the input's dtype, from
-    `random_generator` when given)."""
-    keep_prob = tf.cast(keep_prob, tf.float32)
-    noise_shape = [tf.shape(inputs)[0]] + [1] * (inputs.shape.rank - 1)
-    seed = layers.random_seed(random_generator)
-    noise = (tf.random.uniform(noise_shape, dtype=tf.float32) if seed is None
-             else tf.random.stateless_uniform(noise_shape, seed, dtype=tf.float32))
-    mask = tf.floor(keep_prob + noise)
-    return inputs * tf.cast(mask / keep_prob, inputs.dtype)
 
 
 # --- Layers with slim's NASNet arg scope. ---

@@ -70,7 +70,8 @@ def _nasnet(config, stem, batch_norm, num_classes, weight_decay, is_training, op
                        quantization=quantization)
 
 
-@register_network('nasnet_cifar', default_image_size=32, preprocessing_name='cifarnet')
+@register_network('nasnet_cifar', default_image_size=32, preprocessing_name='cifarnet',
+                  drop_path_option='drop_path_keep_prob')
 def nasnet_cifar(num_classes=10, weight_decay=5e-4, is_training=False,
                  **options) -> CellNetwork:
     return _nasnet(CIFAR, 'cifar', CIFAR_BATCH_NORM, num_classes, weight_decay,
@@ -79,7 +80,8 @@ def nasnet_cifar(num_classes=10, weight_decay=5e-4, is_training=False,
 
 @register_network('nasnet_mobile', default_image_size=224, preprocessing_name='inception',
                   checkpoint_num_classes=1001,
-                  checkpoint_file='nasnet-a_mobile_04_10_2017.tar.gz')
+                  checkpoint_file='nasnet-a_mobile_04_10_2017.tar.gz',
+                  drop_path_option='drop_path_keep_prob')
 def nasnet_mobile(num_classes=1001, weight_decay=4e-5, is_training=False,
                   **options) -> CellNetwork:
     return _nasnet(MOBILE, 'imagenet', IMAGENET_BATCH_NORM, num_classes, weight_decay,
@@ -88,7 +90,8 @@ def nasnet_mobile(num_classes=1001, weight_decay=4e-5, is_training=False,
 
 @register_network('nasnet_large', default_image_size=331, preprocessing_name='inception',
                   checkpoint_num_classes=1001,
-                  checkpoint_file='nasnet-a_large_04_10_2017.tar.gz')
+                  checkpoint_file='nasnet-a_large_04_10_2017.tar.gz',
+                  drop_path_option='drop_path_keep_prob')
 def nasnet_large(num_classes=1001, weight_decay=5e-5, is_training=False,
                  **options) -> CellNetwork:
     return _nasnet(LARGE, 'imagenet', IMAGENET_BATCH_NORM, num_classes, weight_decay,

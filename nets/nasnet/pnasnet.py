@@ -56,7 +56,8 @@ def _pnasnet(config, num_classes, weight_decay, is_training, options):
 
 @register_network('pnasnet_mobile', default_image_size=224, preprocessing_name='inception',
                   checkpoint_num_classes=1001,
-                  checkpoint_file='pnasnet-5_mobile_2017_12_13.tar.gz')
+                  checkpoint_file='pnasnet-5_mobile_2017_12_13.tar.gz',
+                  drop_path_option='drop_path_keep_prob')
 def pnasnet_mobile(num_classes=1001, weight_decay=4e-5, is_training=False,
                    **options) -> CellNetwork:
     return _pnasnet(MOBILE, num_classes, weight_decay, is_training, options)
@@ -64,7 +65,8 @@ def pnasnet_mobile(num_classes=1001, weight_decay=4e-5, is_training=False,
 
 @register_network('pnasnet_large', default_image_size=331, preprocessing_name='inception',
                   checkpoint_num_classes=1001,
-                  checkpoint_file='pnasnet-5_large_2017_12_13.tar.gz')
+                  checkpoint_file='pnasnet-5_large_2017_12_13.tar.gz',
+                  drop_path_option='drop_path_keep_prob')
 def pnasnet_large(num_classes=1001, weight_decay=4e-5, is_training=False,
                   **options) -> CellNetwork:
     return _pnasnet(LARGE, num_classes, weight_decay, is_training, options)
