@@ -13,7 +13,8 @@ from absl import app  # noqa: E402
 from cli import configs, guard, train_job  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 
-FLAG_GROUPS = ('Model', 'Dataset', 'Input pipeline', 'Training', 'Optimizer',
+FLAG_GROUPS = ('Model', 'Dataset', 'Input pipeline', 'Training', 'Augmentation',
+               'Batch recipes', 'Stochastic depth', 'Distillation', 'Optimizer',
                'Learning rate', 'Weights', 'Fine-tuning', 'Checkpoints and progress',
                'Devices', 'Cluster', 'Logging')
 cli_flags.define(FLAG_GROUPS, usage=__doc__)

@@ -11,7 +11,7 @@ from core import checks, paths
 from core.errors import UsageError
 from datasets import dataset_factory, input_pipeline
 from nets import nets_factory, quantization
-from preprocessing import preprocessing_factory
+from preprocessing import augment_policies, preprocessing_factory
 from training import checkpoint_integrity
 
 
@@ -34,6 +34,8 @@ class DataConfig:
     shuffle_buffer_size: int = 2048
     deterministic: bool = False
     cache: bool = False
+    # Training only: evaluation and export never augment.
+    augmentation: augment_policies.AugmentationConfig = augment_policies.AugmentationConfig()
 
     def __post_init__(self):
         checks.check_at_least(1, batch_size=self.batch_size,
@@ -85,7 +87,8 @@ def assemble_data(data: DataConfig, is_training: bool) -> Assembly:
     network_spec = nets_factory.get_spec(data.model_name)
     family = preprocessing_family(data.preprocessing_name, network_spec)
     preprocess = preprocessing_factory.get_preprocessing(
-        family, is_training=is_training, use_grayscale=data.use_grayscale)
+        family, is_training=is_training, use_grayscale=data.use_grayscale,
+        augmentation=data.augmentation if is_training else None)
     image_size = data.image_size or network_spec.default_image_size
     # Inception training crops while decoding, guided by the record's boxes.
     inception_training = is_training and family == 'inception'

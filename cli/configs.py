@@ -1,7 +1,7 @@
 """Parsed flags -> the frozen configs each job takes (the library never reads FLAGS).
 
 One function per script builds its job: training_from_flags, evaluation_from_flags,
-export_from_flags, conversion_from_flags. A config field whose flag has the same name
+export_from_flags, conversion_from_flags, averaging_from_flags. A config field whose flag has the same name
 (cli.flags gives a name one meaning) is read from it; the rest are mapped here. Each
 takes the FlagValues to read, absl's global FLAGS by default.
 """
@@ -14,6 +14,7 @@ from absl import flags, logging
 from cli import flags as cli_flags
 from cli import run_record
 from cli.assembly import DataConfig
+from cli.averaging_job import AveragingJob
 from cli.eval_job import EvaluationJob
 from cli.export_job import ExportConfig, ExportJob
 from cli.train_job import TrainingJob
@@ -22,7 +23,9 @@ from core.errors import UsageError
 from datasets import dataset_utils
 from deployment import cluster, model_deploy
 from export import pipeline
-from training import checkpoint_watch, learning_rate, optimizers, train_loop
+from preprocessing import augment_policies
+from training import (batch_mixing, checkpoint_watch, distillation, learning_rate,
+                      optimizers, train_loop)
 
 FLAGS = flags.FLAGS
 # --batch_size and --dataset_split_name left unset, per job (as TF-Slim's scripts).
@@ -61,16 +64,20 @@ def data_config_from_flags(flag_values: flags.FlagValues, *, image_size_flag: st
                            default_batch_size: int, default_split: str) -> DataConfig:
     """The data flags shared by training and evaluation, as a DataConfig.
 
-    Only an unset --batch_size or image size takes the default: 0 is an error.
+    Only an unset --batch_size or image size takes the default: 0 is an error. The
+    Augmentation flags are training's: a script without them gets no augmentation.
     """
     image_size = flag_values[image_size_flag].value
     checks.check_at_least(1, unset='the network\'s default', **{image_size_flag: image_size})
     batch_size = flag_values.batch_size
+    augmentation = (_from_flags(augment_policies.AugmentationConfig, flag_values)
+                    if 'augmentation' in flag_values
+                    else augment_policies.AugmentationConfig())
     return _from_flags(
         DataConfig, flag_values, dataset_name=_dataset_name(flag_values),
         dataset_split_name=flag_values.dataset_split_name or default_split,
         batch_size=default_batch_size if batch_size is None else batch_size,
-        image_size=image_size)
+        image_size=image_size, augmentation=augmentation)
 
 
 def deployment_config_from_flags(
@@ -112,13 +119,16 @@ def training_from_flags(flag_values: flags.FlagValues = FLAGS,
     config = _from_flags(
         train_loop.TrainConfig, flag_values, batch_size=data.batch_size,
         checkpoint_exclude_scopes=split_scopes('checkpoint_exclude_scopes', flag_values),
-        trainable_scopes=split_scopes('trainable_scopes', flag_values))
+        trainable_scopes=split_scopes('trainable_scopes', flag_values),
+        mixing=_from_flags(batch_mixing.MixingConfig, flag_values),
+        distillation=_from_flags(distillation.DistillationConfig, flag_values))
     dry_run = flag_values.dry_run_restore
     return TrainingJob(
         data=data, config=config,
         optimizer_config=_from_flags(optimizers.OptimizerConfig, flag_values),
         learning_rate_config=_from_flags(learning_rate.LearningRateConfig, flag_values),
         weight_decay=flag_values.weight_decay, quantize_delay=flag_values.quantize_delay,
+        drop_path_rate=flag_values.drop_path_rate,
         flags_record=run_record.flags_record(flag_values, script or sys.argv[0]),
         deployment=None if dry_run else deployment_config_from_flags(flag_values),
         dry_run_restore=dry_run)
@@ -161,6 +171,12 @@ def evaluation_from_flags(flag_values: flags.FlagValues = FLAGS) -> EvaluationJo
         top_k=top_k_from_flags(flag_values), watch=watch_config_from_flags(flag_values),
         deployment=model_deploy.from_flags(num_clones=flag_values.num_clones,
                                            clone_on_cpu=flag_values.clone_on_cpu))
+
+
+def averaging_from_flags(flag_values: flags.FlagValues = FLAGS) -> AveragingJob:
+    """average_checkpoints.py's job."""
+    return _from_flags(AveragingJob, flag_values,
+                       checkpoint_prefixes=tuple(flag_values.checkpoint_prefixes or ()))
 
 
 def _export_formats(flag_values) -> tuple:

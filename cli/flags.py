@@ -15,7 +15,7 @@ import typing
 
 from absl import flags
 
-from cli import flag_help, startup
+from cli import flag_help, recipe_flags, startup
 from datasets import dataset_factory
 from deployment import cluster, model_deploy
 from export import pipeline
@@ -25,6 +25,8 @@ from training import learning_rate, optimizers
 
 SCRIPTS = ('train_image_classifier.py', 'eval_image_classifier.py',
            'export_inference_graph.py', 'download_and_convert_data.py')
+# Scripts TF-Slim did not have; their flags follow the same rules.
+TOOLKIT_SCRIPTS = ('average_checkpoints.py',)
 # Flags left unset that mean something else per script: resolved in cli.configs.
 DEFAULT_DATASET = 'imagenet'
 
@@ -301,7 +303,21 @@ def _export_formats(define):
 
 def _existing_output(define):
     define.bool('overwrite', False, 'Replace existing exports (and a labels.txt naming '
-                'other classes); convert an image_folder whose source changed again.')
+                'other classes), or an averaged checkpoint of the same step; convert an '
+                'image_folder whose source changed again.')
+
+
+def _checkpoint_averaging(define):
+    define.string('checkpoint_dir', None, 'A training\'s --train_dir: its newest '
+                  '--num_checkpoints intact checkpoints are averaged.')
+    define.list('checkpoint_prefixes', None, 'Instead of --checkpoint_dir, the checkpoints '
+                'to average, comma-separated (e.g. /tmp/train/model.ckpt-600,'
+                '/tmp/train/model.ckpt-800); checkpoints of one network.')
+    define.integer('num_checkpoints', 5, 'How many of --checkpoint_dir\'s newest '
+                   'checkpoints to average (at least 2).')
+    define.string('output_dir', None, 'Where the averaged checkpoint goes, as '
+                  'model.ckpt-<newest step> with its own `checkpoint` file: pass this '
+                  'directory to evaluation and export as --checkpoint_path.')
 
 
 def _parity_check(define):
@@ -364,6 +380,10 @@ GROUPS = {
     'Weights': _weights,
     'Quantization': _quantization,
     'Training': _training,
+    'Augmentation': recipe_flags.augmentation,
+    'Batch recipes': recipe_flags.batch_recipes,
+    'Stochastic depth': recipe_flags.stochastic_depth,
+    'Distillation': recipe_flags.distillation,
     'Optimizer': _optimizer,
     'Learning rate': _learning_rate,
     'Fine-tuning': _fine_tuning,
@@ -375,6 +395,7 @@ GROUPS = {
     'Exported model': _exported_model,
     'Export formats': _export_formats,
     'Existing output': _existing_output,
+    'Checkpoint averaging': _checkpoint_averaging,
     'Parity check': _parity_check,
     'Conversion': _conversion,
     'Logging': _logging,

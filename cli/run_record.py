@@ -7,6 +7,8 @@
                  and TensorFlow versions, the machine and its devices, the command, the
                  time, and the run's --max_number_of_steps (continuous evaluation stops
                  at a checkpoint of that step).
+  events file    the same flags as TensorBoard HParams, so its HParams tab compares runs
+                 by their settings.
 
 A run that resumes in a train_dir whose flags.txt differs logs each changed flag (one
 line each), then records its own flags. Only the chief writes.
@@ -17,12 +19,17 @@ import json
 import os
 import platform
 import socket
+import enum
 import subprocess
 import sys
+import time
 from typing import Dict, Optional
 
 import tensorflow as tf
 from absl import flags, logging
+from tensorboard.compat.proto import event_pb2
+from tensorboard.plugins.hparams import summary_v2 as hparams_summary
+from tensorboard.summary.writer import event_file_writer
 
 from cli import flag_help
 from core import paths
@@ -108,13 +115,49 @@ def _write(path: str, text: str):
 
 @dataclasses.dataclass(frozen=True)
 class FlagsRecord:
-    """A script's flags for flags.txt: {flag name: `--name=value` line} (script_flags)."""
+    """A script's flags for flags.txt: {flag name: `--name=value` line} (script_flags),
+    and the same flags' values as HParams take them (bool, int, float or str)."""
     script: str
     lines: Dict[str, str]
+    values: Dict[str, object] = dataclasses.field(default_factory=dict)
+
+
+def _hparam_value(value):
+    """A flag's value as an HParam (bool, int, float or str): lists joined with commas
+    as on the command line, an enum by its name; None (an unset flag) has none."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return ','.join(map(_list_item, value))
+    return value.name if isinstance(value, enum.Enum) else str(value)
+
+
+def _list_item(value) -> str:
+    return value.name if isinstance(value, enum.Enum) else str(value)
 
 
 def flags_record(flag_values: flags.FlagValues, module_name: str) -> FlagsRecord:
-    return FlagsRecord(os.path.basename(module_name), script_flags(flag_values, module_name))
+    lines = script_flags(flag_values, module_name)
+    values = {name: _hparam_value(flag_values[name].value) for name in lines}
+    return FlagsRecord(os.path.basename(module_name), lines,
+                       {name: value for name, value in values.items() if value is not None})
+
+
+def write_hparams(train_dir: str, recorded: FlagsRecord):
+    """The run's flags as a TensorBoard HParams summary (plugin 'hparams', step 0) in an
+    events file of its own in train_dir.
+
+    Written with TensorBoard's own event writer, not tf.summary: a summary writer starts
+    TensorFlow's runtime, and the deployment configures devices after this (clones on
+    CPU split the CPU, multi-worker training sets up collectives), which a started
+    runtime refuses."""
+    writer = event_file_writer.EventFileWriter(train_dir, filename_suffix='.hparams')
+    try:
+        writer.add_event(event_pb2.Event(
+            wall_time=time.time(), step=0,
+            summary=hparams_summary.hparams_pb(recorded.values)))
+    finally:
+        writer.close()
 
 
 def record(train_dir: str, flag_values: flags.FlagValues, module_name: str,
@@ -144,6 +187,8 @@ def write(train_dir: str, recorded: FlagsRecord, max_number_of_steps: Optional[i
            + '\n'.join(current.values()) + '\n')
     _write(os.path.join(train_dir, RUN_INFO_FILE),
            json.dumps(run_info(max_number_of_steps), indent=2) + '\n')
+    if recorded.values:
+        write_hparams(train_dir, recorded)
     return differences
 
 

@@ -15,7 +15,8 @@ from datasets import input_pipeline
 from deployment import model_deploy
 from deployment import plan as deployment_plan
 from nets import nets_factory, quantization
-from training import checkpoints, learning_rate, optimizers, train_dir_lock, train_loop
+from training import (checkpoints, gradient_accumulation, learning_rate, optimizers,
+                      train_dir_lock, train_loop)
 
 
 def _describe_schedule(schedule: learning_rate.LearningRateSchedule,
@@ -39,14 +40,19 @@ def _describe_schedule(schedule: learning_rate.LearningRateSchedule,
 def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
           config: train_loop.TrainConfig, optimizer_config: optimizers.OptimizerConfig,
           learning_rate_config: learning_rate.LearningRateConfig, weight_decay: float,
-          quantize_delay: Optional[int] = None):
+          quantize_delay: Optional[int] = None, drop_path_rate: float = 0.0):
     """Trains data.model_name on data; returns the Trainer. With quantize_delay (a
-    step; negative, as slim's -1, or None: off), quantization-aware from that step.
+    step; negative, as slim's -1, or None: off), quantization-aware from that step;
+    drop_path_rate above 0: with stochastic depth (the net's option, unset at 0).
 
     The Trainer holds the input iterator; a script keeps it until it exits (see
     cli.guard.guarded) because destroying that iterator can stall.
     """
     checks.check_at_least(0, weight_decay=weight_decay)
+    checks.check_fraction(high_open=True, drop_path_rate=drop_path_rate)
+    # Before a task starts serving: every task of the cluster refuses alike.
+    gradient_accumulation.check_deployment(config.gradient_accumulation_steps,
+                                           deployment.sync_replicas)
     if deployment.serves_only:  # a ps task, or a worker the chief schedules steps on
         model_deploy.serve(deployment)
         return None
@@ -62,14 +68,16 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
     assembly = _assemble_data(data, is_training=True)
     learning_rate_fn = learning_rate.create_learning_rate_fn(
         learning_rate_config, assembly.spec.num_samples, data.batch_size,
-        batches_per_update=deployment.gradients_per_update,
+        batches_per_update=(deployment.gradients_per_update
+                            * config.gradient_accumulation_steps),
         max_number_of_steps=config.max_number_of_steps)
     with strategy.scope():
         quantization_aware = quantize_delay is not None and quantize_delay >= 0
         network = nets_factory.get_network_fn(
             data.model_name, assembly.num_classes, weight_decay=weight_decay,
             is_training=True, quantization=(quantization.QuantizationParams(quantize_delay)
-                                            if quantization_aware else None))
+                                            if quantization_aware else None),
+            drop_path_rate=drop_path_rate if drop_path_rate > 0 else None)
         if quantization_aware:
             logging.info('Quantization-aware training: fake quantization from step %d.',
                          quantize_delay)
@@ -83,12 +91,18 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
         learning_rate_fn=learning_rate_fn, input_fn=assembly.input_fn,
         image_shape=assembly.image_shape, config=config)
     if plan.is_chief:
+        micro_batches = config.gradient_accumulation_steps
+        recipes = ([f'accumulation: {micro_batches} micro-batches per update '
+                    f'({micro_batches * data.batch_size} examples per replica)']
+                   if micro_batches > 1 else [])
+        if config.distillation.enabled:
+            recipes.append(f'distillation: teacher {config.distillation.describe()}')
         logging.info('%s', plan.describe(
-            batch_size=data.batch_size, train_dir=config.train_dir,
-            extra=[f'learning rate: {_describe_schedule(learning_rate_fn, data.batch_size)}',
-                   'variables:    ' + ', '.join(
-                       f'{count} on {device or "this process"}' for device, count in
-                       model_deploy.variable_placement(network.variables).items())]))
+            batch_size=data.batch_size, train_dir=config.train_dir, extra=recipes + [
+                f'learning rate: {_describe_schedule(learning_rate_fn, data.batch_size)}',
+                'variables:    ' + ', '.join(
+                    f'{count} on {device or "this process"}' for device, count in
+                    model_deploy.variable_placement(network.variables).items())]))
     try:
         trainer.train()
     except tf.errors.InvalidArgumentError as error:
@@ -132,6 +146,7 @@ class TrainingJob:
     # None with dry_run_restore, which trains nothing (cluster flags are not read).
     deployment: Optional[model_deploy.DeploymentConfig] = None
     dry_run_restore: bool = False
+    drop_path_rate: float = 0.0  # stochastic depth; 0: off (the net's option unset)
 
 
 def _lock_train_dir(train_dir: str) -> Optional[train_dir_lock.TrainDirLock]:
@@ -160,7 +175,7 @@ def run(job: TrainingJob):
                              job.config.max_number_of_steps)
         return train(job.data, job.deployment, job.config, job.optimizer_config,
                      job.learning_rate_config, job.weight_decay,
-                     quantize_delay=job.quantize_delay)
+                     quantize_delay=job.quantize_delay, drop_path_rate=job.drop_path_rate)
     finally:
         if lock is not None:
             lock.release()

@@ -51,7 +51,7 @@ def render() -> str:
              'Each script\'s flags, by topic as its `--help` lists them. Every script '
              'also takes absl\'s `--flagfile`, `--help`, `--helpfull`, `--verbosity` and '
              '`--log_dir`; `--helpfull` lists all of absl\'s flags.', '']
-    for script in cli_flags.SCRIPTS:
+    for script in cli_flags.SCRIPTS + cli_flags.TOOLKIT_SCRIPTS:
         lines += _section(script)
     return '\n'.join(lines)
 

@@ -114,6 +114,9 @@ class Controller:
                 call, tracing = self._next_call(step, stop)
                 if call.stop:
                     break
+                for action in self.actions:  # e.g. the summary arms its capture
+                    if hasattr(action, 'before_call'):
+                        action.before_call(step, call.num_steps)
                 started = time.perf_counter()
                 with (self.trace.around(self.pace.sec_per_step) if tracing
                       else contextlib.nullcontext()):

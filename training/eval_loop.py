@@ -21,6 +21,7 @@ from absl import logging
 
 from core.errors import UsageError
 from core.progress import ProgressBar
+from training import eval_summaries
 
 DEFAULT_TOP_K = (1, 5)
 # Batches counted per call of the compiled counting loop: fewer host round trips.
@@ -225,21 +226,11 @@ def _confusion_csv(confusion: np.ndarray, class_names: Sequence[str]) -> str:
     return '\n'.join(lines) + '\n'
 
 
-def confusion_image(confusion: np.ndarray, min_size: int = 256) -> np.ndarray:
-    """[1, H, W, 1] float image of the row-normalised matrix (white: all of a true class
-    predicted as that column), each cell enlarged to squares of at least min_size total."""
-    totals = np.maximum(confusion.sum(axis=1, keepdims=True), 1)
-    image = (confusion / totals).astype(np.float32)
-    scale = max(1, min_size // max(1, confusion.shape[0]))
-    image = np.repeat(np.repeat(image, scale, axis=0), scale, axis=1)
-    return image[np.newaxis, :, :, np.newaxis]
-
-
 def report(metrics: Dict, eval_dir: str, record: EvaluationRecord,
            class_names: Optional[Sequence[str]] = None):
-    """Prints `eval/<name>: value` lines, writes TensorBoard scalars (and the confusion
-    matrix as an image), and the metrics with what was evaluated: appended as one JSON
-    line to metrics.jsonl (every evaluation) and written alone to metrics.json (the
+    """Prints `eval/<name>: value` lines, writes TensorBoard summaries
+    (training.eval_summaries), and the metrics with what was evaluated: appended as one
+    JSON line to metrics.jsonl (every evaluation) and written alone to metrics.json (the
     latest). A 'confusion' matrix in metrics goes to confusion.csv (the latest) and
     becomes per_class_accuracy in the JSON."""
     tf.io.gfile.makedirs(eval_dir)
@@ -262,13 +253,8 @@ def report(metrics: Dict, eval_dir: str, record: EvaluationRecord,
     _write_atomically(path, json.dumps(entry, indent=2))
     with open(os.path.join(eval_dir, METRICS_HISTORY_FILE), 'a', encoding='utf-8') as f:
         f.write(json.dumps(entry) + '\n')
-    writer = tf.summary.create_file_writer(eval_dir)
-    with writer.as_default(step=record.global_step or 0):
-        for name in recalls:
-            tf.summary.scalar(f'eval/{name}', metrics[name])
-        if confusion is not None:
-            tf.summary.image('eval/confusion_matrix', confusion_image(confusion))
-    writer.close()
+    eval_summaries.write(eval_dir, record.global_step or 0,
+                         {name: metrics[name] for name in recalls}, confusion, class_names)
     logging.info('Wrote %s.', path)
 
 

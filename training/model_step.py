@@ -2,7 +2,10 @@
 
 The deployment plan's inner loop (deployment.plan chooses it per mode)
 calls `replica_gradients` inside `strategy.run`, aggregates the gradients its own way,
-then `apply_gradients` and `after_update`. Everything here is the same in every mode.
+then `apply_gradients` and `after_update`. Everything here is the same in every mode,
+mixup/cutmix (training.batch_mixing), gradient accumulation
+(training.gradient_accumulation) and a distillation teacher (training.distillation)
+included.
 """
 from typing import Callable, Sequence
 
@@ -11,7 +14,9 @@ from absl import logging
 
 from core.errors import UsageError
 from nets import precision as precision_lib
-from training import checkpoints, loss_scaling, losses, moving_averages
+from nets.layers import stateless
+from training import (batch_mixing, checkpoints, distillation, gradient_accumulation,
+                      loss_scaling, losses, moving_averages, summary_capture)
 from training.train_config import TrainConfig
 
 
@@ -34,7 +39,9 @@ def _pieces(variable):
 
 class ModelStep:
     """The network, its optimizer and what the update keeps (global step, moving
-    averages, loss scale, dropout's generator); created under `strategy.scope()`."""
+    averages, loss scale, dropout's generator); created under `strategy.scope()`. With
+    config.distillation, the frozen teacher too, restored here (none of it is
+    checkpointed)."""
 
     def __init__(self, *, strategy: tf.distribute.Strategy, network, optimizer,
                  learning_rate_fn: Callable, image_shape, config: TrainConfig,
@@ -45,6 +52,8 @@ class ModelStep:
         self.learning_rate_fn = learning_rate_fn
         self.label_smoothing = config.label_smoothing
         self.num_image_summaries = config.num_image_summaries
+        self.mixing = config.mixing
+        self.micro_batches = config.gradient_accumulation_steps
         self.compute_dtype = precision_lib.compute_dtype(config.precision)
         slow = precision_lib.slow_precision_reason(
             config.precision, on_gpu=bool(tf.config.list_logical_devices('GPU')))
@@ -60,6 +69,9 @@ class ModelStep:
             optimizer.build(self.train_variables)
             self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                            name='global_step')
+            # Gradients and activations for TensorBoard, kept on summary steps only.
+            self.summary_capture = summary_capture.SummaryCapture(self.global_step,
+                                                                  self.train_variables)
             self.replica_statistics = [
                 v for v in network.variables
                 if v.synchronization == tf.VariableSynchronization.ON_READ]
@@ -72,11 +84,14 @@ class ModelStep:
             # float16's range loses small gradients unless the loss is scaled up.
             self.loss_scale = (loss_scaling.DynamicLossScale()
                                if config.precision == 'mixed_float16' else None)
-            # Dropout's randomness, checkpointed (exact resume). Its first state follows
-            # TensorFlow's global seed (--seed).
+            # Dropout's and mixing's randomness, checkpointed (exact resume). Its first
+            # state follows TensorFlow's global seed (--seed).
             self.random_generator = (
                 tf.random.Generator.from_seed(int(tf.random.uniform(
                     [], maxval=2**62, dtype=tf.int64))) if with_random_generator else None)
+        self.teacher = distillation.build_teacher(
+            config.distillation, num_classes=network.num_classes, image_shape=image_shape,
+            strategy=strategy)
 
     def checkpointed(self) -> dict:
         """The objects of this step a checkpoint holds, by their checkpoint keys."""
@@ -91,34 +106,58 @@ class ModelStep:
 
     def replica_gradients(self, images, labels, step):
         """Forward and backward on one replica's batch, with the weights of `step`;
-        returns (gradients, metrics, the batch's first images)."""
+        returns (gradients, metrics, the batch's first images). With gradient
+        accumulation the batch is K micro-batches stacked ([K, batch, ...])."""
         learning_rate = self.learning_rate_fn(step)
+        if self.micro_batches == 1:
+            gradients, metrics, first_images = self._gradients(images, labels, step)
+        else:
+            gradients, metrics, first_images = gradient_accumulation.accumulate(
+                lambda micro_images, micro_labels: self._gradients(micro_images,
+                                                                   micro_labels, step),
+                images, labels, self.micro_batches, self.train_variables)
+        metrics = {'total_loss': metrics.pop('total_loss'), 'learning_rate': learning_rate,
+                   **metrics}
+        return gradients, metrics, first_images
+
+    def _gradients(self, images, labels, step):
+        """(gradients, loss metrics, first images) of one (micro-)batch, mixed first
+        when mixup or cutmix is on; a teacher sees the batch as mixed."""
+        if self.mixing.enabled:
+            images, labels = batch_mixing.mix_batch(
+                images, labels, stateless.random_seed(self.random_generator), self.mixing)
+        teacher = (self.teacher.soft_targets(tf.cast(images, self.compute_dtype))
+                   if self.teacher is not None else None)
         with tf.GradientTape() as tape:
             # Nets whose schedule follows training (NASNet's drop-path) read the step.
             logits, end_points = self.network(
                 tf.cast(images, self.compute_dtype), training=True, step=step,
                 random_generator=self.random_generator)
             loss_terms = losses.compute_losses(logits, end_points, labels, self.network,
-                                               self.label_smoothing)
+                                               self.label_smoothing, teacher)
             total_loss = tf.add_n(list(loss_terms.values()))
-            # The aggregation sums over replicas in sync; scaling makes that the mean.
-            scaled_loss = total_loss / self.strategy.num_replicas_in_sync
+            # The aggregation sums over replicas in sync and accumulation over
+            # micro-batches; scaling makes that the mean.
+            scaled_loss = total_loss / (self.strategy.num_replicas_in_sync
+                                        * self.micro_batches)
             if self.loss_scale is not None:
                 scaled_loss = self.loss_scale.scale_loss(scaled_loss)
         gradients = tape.gradient(scaled_loss, self.train_variables)
         if self.loss_scale is not None:
             gradients = self.loss_scale.unscale(gradients)
-        metrics = {'total_loss': total_loss, 'learning_rate': learning_rate, **loss_terms}
-        return gradients, metrics, images[:self.num_image_summaries]
+        self.summary_capture.capture_activations(end_points)
+        return gradients, {'total_loss': total_loss, **loss_terms}, \
+            images[:self.num_image_summaries]
 
     def apply_gradients(self, grads_and_vars, learning_rate):
         """The optimizer's update; in float16, skipped when a gradient overflowed (the
         loss scale is lowered instead). Gradients are aggregated already, so every
         replica takes the same branch."""
+        grads_and_vars = list(grads_and_vars)
+        self.summary_capture.capture_gradients(grads_and_vars)
         if self.loss_scale is None:
             self.optimizer.apply_gradients(grads_and_vars, learning_rate)
             return
-        grads_and_vars = list(grads_and_vars)
         finite = self.loss_scale.update([g for g, _ in grads_and_vars])
 
         def apply():

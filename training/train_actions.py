@@ -1,6 +1,8 @@
 """The outer loop's periodic work, one small action each (training.controller calls
 them after every call of the inner loop, in order, as `action(previous, step, result)`;
-an action with `finish(step, result)` also runs once when training stops)."""
+an action with `finish(step, result)` also runs once when training stops, one with
+`before_call(step, num_steps)` before each call). The summaries are
+training.train_summaries'."""
 import math
 import os
 import time
@@ -68,48 +70,6 @@ class LogLine:
         metrics = result.metrics
         logging.info('global step %d: loss = %.4f (%s), lr = %.6g%s', step,
                      metrics['total_loss'], timing, metrics['learning_rate'], remaining)
-
-
-def _display_images(images):
-    """Rescales preprocessed images to [0, 1] for TensorBoard, each on its own range."""
-    low = tf.reduce_min(images, axis=[1, 2, 3], keepdims=True)
-    high = tf.reduce_max(images, axis=[1, 2, 3], keepdims=True)
-    return (images - low) / tf.maximum(high - low, 1e-6)
-
-
-class WriteSummaries:
-    """Scalars and the first images every --save_summaries_secs, and at the end."""
-
-    def __init__(self, writer, every_secs: float, num_images: int, pace):
-        self.writer = writer
-        self.every_secs = every_secs
-        self.num_images = num_images
-        self.pace = pace
-        self.last = time.time()
-
-    def __call__(self, previous, step, result):
-        if time.time() - self.last >= self.every_secs:
-            # The speed of the last call, unless it was the first (it traced the step).
-            measured = self.pace.calls > 1 and self.pace.sec_per_step
-            self._write(step, result, 1.0 / self.pace.sec_per_step if measured else None)
-            self.last = time.time()
-
-    def finish(self, step, result):
-        if result is not None:
-            self._write(step, result, None)
-        self.writer.close()
-
-    def _write(self, step, result, steps_per_sec):
-        with self.writer.as_default(step=step):
-            for name, value in result.metrics.items():
-                tag = (name if name in ('total_loss', 'learning_rate') or '/' in name
-                       else f'losses/{name}')
-                tf.summary.scalar(tag, value)
-            if steps_per_sec is not None:
-                tf.summary.scalar('global_step/sec', steps_per_sec)
-            tf.summary.image('images', _display_images(result.images),
-                             max_outputs=self.num_images)
-        self.writer.flush()
 
 
 class CheckpointSaver:

@@ -5,6 +5,8 @@ from typing import Optional, Sequence
 from core import checks, paths
 from core.errors import UsageError
 from nets import precision as precision_lib
+from training.batch_mixing import MixingConfig
+from training.distillation import DistillationConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +35,12 @@ class TrainConfig:
     checkpoint_input_position: bool = True
     # A profiler trace of one step every this many steps (TF1's FULL_TRACE); None: off.
     trace_every_n_steps: Optional[int] = None
+    # Mixup and cutmix of training batches (training.batch_mixing); off by default.
+    mixing: MixingConfig = MixingConfig()
+    # Micro-batches of batch_size per update (training.gradient_accumulation).
+    gradient_accumulation_steps: int = 1
+    # A frozen teacher's soft targets beside the labels (training.distillation); off.
+    distillation: DistillationConfig = DistillationConfig()
 
     def __post_init__(self):
         if self.batch_size < 1:
@@ -54,5 +62,9 @@ class TrainConfig:
             raise UsageError('--moving_average_decay must be in (0, 1), e.g. 0.9999.')
         checks.check_at_least(0, save_interval_secs=self.save_interval_secs,
                               save_summaries_secs=self.save_summaries_secs)
-        checks.check_at_least(1, max_checkpoints_to_keep=self.max_checkpoints_to_keep)
+        checks.check_at_least(1, max_checkpoints_to_keep=self.max_checkpoints_to_keep,
+                              gradient_accumulation_steps=self.gradient_accumulation_steps)
+        if self.jit_compile and self.mixing.enabled:
+            raise UsageError('XLA cannot compile the Beta draws of --mixup_alpha and '
+                             '--cutmix_alpha (a stateless gamma op); drop --jit_compile.')
         paths.check_output_dir(self.train_dir, '--train_dir')

@@ -10,7 +10,8 @@ from absl import logging
 
 from core.errors import UsageError, tensorflow_reason
 from deployment import plan as plan_lib
-from training import checkpoint_integrity, checkpoints, controller, train_actions
+from training import (checkpoint_integrity, checkpoints, controller, gradient_accumulation,
+                      train_actions, train_summaries)
 from training.model_step import ModelStep, select_trainable  # noqa: F401  (public)
 from training.train_config import TrainConfig  # noqa: F401  (public)
 
@@ -38,7 +39,12 @@ class Trainer:
         self.plan = plan or plan_lib.for_strategy(strategy)
         self.strategy = self.plan.strategy
         self.config = config
-        self.input_fn = input_fn
+        gradient_accumulation.check_deployment(config.gradient_accumulation_steps,
+                                               self.plan.replicas_to_aggregate is not None)
+        gradient_accumulation.configure_graph_optimizer(config.gradient_accumulation_steps)
+        # With gradient accumulation, one input element is one update's micro-batches.
+        self.input_fn = gradient_accumulation.stack_micro_batches(
+            input_fn, config.gradient_accumulation_steps)
         if config.jit_compile and not self.plan.single_device:
             raise UsageError(f'--jit_compile works on one device only, not under '
                              f'{type(self.strategy).__name__} with '
@@ -142,13 +148,15 @@ class Trainer:
         actions = [train_actions.WarnSkippedExamples(),
                    train_actions.CheckDivergence(self.manager),
                    train_actions.LogLine(pace, self.plan.examples_per_update(
-                       config.batch_size))]
+                       config.batch_size) * config.gradient_accumulation_steps)]
         trace = None
         if self.is_chief:
             actions += [
-                train_actions.WriteSummaries(
+                train_summaries.WriteSummaries(
                     tf.summary.create_file_writer(config.train_dir),
-                    config.save_summaries_secs, config.num_image_summaries, pace),
+                    config.save_summaries_secs, config.num_image_summaries, pace,
+                    network=self.network, capture=self.model_step.summary_capture,
+                    strategy=self.strategy),
                 train_actions.SaveCheckpoints(self.saver, config.save_interval_secs)]
             if config.trace_every_n_steps:
                 trace = train_actions.TraceSteps(config.trace_every_n_steps, step,

@@ -2,6 +2,7 @@
 mapped, per-job defaults for flags left unset."""
 import dataclasses
 import logging
+import re
 
 import pytest
 
@@ -12,15 +13,18 @@ from cli.export_job import ExportConfig
 from core.errors import UsageError
 from datasets import dataset_utils
 from export import pipeline
-from training import train_loop
+from preprocessing.augment_policies import AugmentationConfig
+from training import batch_mixing, distillation, train_loop
 
 TRAIN, EVAL, EXPORT, CONVERT = cli_flags.SCRIPTS
 
 # Config fields without a flag of their name: mapped in cli.configs, or not flags.
 UNNAMED_FIELDS = [
-    (TRAIN, train_loop.TrainConfig, {'num_image_summaries'}),
+    (TRAIN, train_loop.TrainConfig, {'num_image_summaries', 'mixing', 'distillation'}),
+    (TRAIN, batch_mixing.MixingConfig, set()),
+    (TRAIN, distillation.DistillationConfig, set()),
     (TRAIN, DataConfig, {'image_size'}),
-    (EVAL, DataConfig, {'image_size', 'seed'}),
+    (EVAL, DataConfig, {'image_size', 'seed', 'augmentation'}),  # evaluation: none
     (EXPORT, ExportConfig, {'use_moving_averages'}),
     (EXPORT, pipeline.ExportRequest, {'targets', 'training_graph', 'float_tolerance',
                                       'labels_dir'}),
@@ -67,6 +71,85 @@ def test_scopes_with_spaces_name_the_fix(parsed, tmp_path):
     with pytest.raises(UsageError, match='--trainable_scopes=A,B'):
         configs.training_from_flags(parsed(TRAIN, f'--train_dir={tmp_path}',
                                            '--trainable_scopes=A, B'))
+
+
+def test_augmentation_flags_reach_the_training_data_and_not_evaluation(parsed, tmp_path):
+    job = configs.training_from_flags(parsed(
+        TRAIN, f'--train_dir={tmp_path}', '--augmentation=randaugment',
+        '--randaugment_layers=3', '--randaugment_magnitude=9', '--random_erase_prob=0.25'))
+    assert job.data.augmentation == AugmentationConfig('randaugment', 3, 9.0, 0.25)
+    default = configs.training_from_flags(parsed(TRAIN, f'--train_dir={tmp_path}'))
+    assert default.data.augmentation == AugmentationConfig()
+    assert not default.data.augmentation.changes_training  # TF-Slim's preprocessing
+    evaluation = configs.evaluation_from_flags(parsed(EVAL, f'--eval_dir={tmp_path}'))
+    assert evaluation.data.augmentation == AugmentationConfig()
+    for flag, fix in [('--randaugment_magnitude=12', 'pass a value in [0, 10]'),
+                      ('--random_erase_prob=-0.1', 'pass a value in [0, 1]')]:
+        with pytest.raises(UsageError, match=re.escape(f'{flag} is out of range; {fix}')):
+            configs.training_from_flags(parsed(TRAIN, f'--train_dir={tmp_path}', flag))
+
+
+def test_batch_recipe_flags_reach_the_training_config(parsed, tmp_path):
+    job = configs.training_from_flags(parsed(
+        TRAIN, f'--train_dir={tmp_path}', '--mixup_alpha=0.2', '--cutmix_alpha=1.0',
+        '--mix_prob=0.5', '--mix_switch_prob=0.25', '--gradient_accumulation_steps=4'))
+    assert job.config.mixing == batch_mixing.MixingConfig(0.2, 1.0, 0.5, 0.25)
+    assert job.config.gradient_accumulation_steps == 4
+    default = configs.training_from_flags(parsed(TRAIN, f'--train_dir={tmp_path}'))
+    assert not default.config.mixing.enabled
+    assert default.config.gradient_accumulation_steps == 1
+    for flag in ('--mix_prob=2', '--gradient_accumulation_steps=0'):
+        with pytest.raises(UsageError, match=re.escape(f'{flag} is out of range')):
+            configs.training_from_flags(parsed(TRAIN, f'--train_dir={tmp_path}', flag))
+
+
+def test_distillation_flags_reach_the_training_config(parsed, tmp_path):
+    job = configs.training_from_flags(parsed(
+        TRAIN, f'--train_dir={tmp_path}', '--teacher_model_name=cifarnet',
+        '--teacher_checkpoint_path=/teacher', '--distillation_weight=0.3',
+        '--distillation_temperature=4'))
+    assert job.config.distillation == distillation.DistillationConfig(
+        'cifarnet', '/teacher', 0.3, 4.0)
+    default = configs.training_from_flags(parsed(TRAIN, f'--train_dir={tmp_path}'))
+    assert not default.config.distillation.enabled
+    for flags, match in [(['--teacher_model_name=cifarnet'],
+                          '--teacher_model_name needs --teacher_checkpoint_path'),
+                         (['--teacher_checkpoint_path=/t'],
+                          '--teacher_checkpoint_path needs --teacher_model_name'),
+                         (['--teacher_model_name=cifarnet', '--teacher_checkpoint_path=/t',
+                           '--distillation_weight=-1'], '--distillation_weight=-1 is out')]:
+        with pytest.raises(UsageError, match=match):
+            configs.training_from_flags(parsed(TRAIN, f'--train_dir={tmp_path}', *flags))
+
+
+class _NetworkMade(Exception):
+    pass
+
+
+@pytest.mark.parametrize('flag, passed', [(None, {}), ('--drop_path_rate=0', {}),
+                                          ('--drop_path_rate=0.1', {'drop_path_rate': 0.1})])
+def test_drop_path_rate_reaches_the_students_network_only_when_set(
+        parsed, tmp_path, monkeypatch, flag, passed):
+    from cli import train_job
+    from helpers import testing_utils
+    testing_utils.write_small_shapes(tmp_path / 'data')
+    job = configs.training_from_flags(parsed(
+        TRAIN, f'--train_dir={tmp_path / "train"}', '--dataset_name=shapes',
+        f'--dataset_dir={tmp_path / "data"}', '--model_name=lenet',
+        *([flag] if flag else [])))
+    options = {}
+
+    def get_network_fn(name, num_classes, **kwargs):
+        options.update({k: v for k, v in kwargs.items() if v is not None})
+        raise _NetworkMade
+
+    monkeypatch.setattr(train_job.nets_factory, 'get_network_fn', get_network_fn)
+    with pytest.raises(_NetworkMade):
+        train_job.run(job)
+    assert {k: v for k, v in options.items() if k == 'drop_path_rate'} == passed
+    with pytest.raises(UsageError, match='--drop_path_rate=1 is out of range'):
+        train_job.train(job.data, job.deployment, job.config, job.optimizer_config,
+                        job.learning_rate_config, 0.0, drop_path_rate=1.0)
 
 
 def test_evaluation_job(parsed, tmp_path):

@@ -33,7 +33,7 @@ def test_every_flag_is_defined_once_in_one_group():
     assert {name: titles for name, titles in groups_of.items() if len(titles) > 1} == {}
 
 
-@pytest.mark.parametrize('path', [*cli_flags.SCRIPTS, *(
+@pytest.mark.parametrize('path', [*cli_flags.SCRIPTS, *cli_flags.TOOLKIT_SCRIPTS, *(
     str(p.relative_to(ROOT)) for p in sorted((ROOT / 'cli').glob('*.py'))
     if p.name not in ('flags.py', 'flag_help.py'))])
 def test_no_flag_is_defined_outside_cli_flags(path):
@@ -51,7 +51,7 @@ def _help_sections(text):
     return [(title, names) for title, names in sections if names]
 
 
-@pytest.mark.parametrize('script', cli_flags.SCRIPTS)
+@pytest.mark.parametrize('script', cli_flags.SCRIPTS + cli_flags.TOOLKIT_SCRIPTS)
 def test_help_lists_the_scripts_flags_by_topic(script, script_flags, capsys):
     values, sections = script_flags(script)
     with pytest.raises(SystemExit) as exited:

@@ -110,8 +110,14 @@ def _golden_input(shape):
     return np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
 
 
-@pytest.mark.parametrize('mode', ['inference', 'training'])
-@pytest.mark.parametrize('name', _marked(IMPLEMENTED))
+# Every net's inference graph in `make test`; training graphs (the same variables plus
+# aux heads and update ops) of the representatives there, of every net in test-slow.
+@pytest.mark.parametrize('name, mode', [
+    *[pytest.param(name, 'inference', marks=pytest.mark.slow) if name in HEAVY
+      else (name, 'inference') for name in IMPLEMENTED],
+    *[(name, 'training') if name in FAMILY_REPRESENTATIVES and name not in HEAVY
+      else pytest.param(name, 'training', marks=pytest.mark.slow)
+      for name in IMPLEMENTED]])
 def test_variables_and_end_points_match_slim(name, mode, slim_nets):
     reference = slim_nets[name]
     net = nets_factory.get_network_fn(name, reference['num_classes'],
