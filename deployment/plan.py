@@ -69,7 +69,8 @@ class DeploymentPlan:
                                 aggregation.Independent())
         return ReplicaSteps(self.strategy, model_step,
                             runners.LocalRunner(self.strategy, input_fn),
-                            aggregation.AllReduce(), jit_compile=jit_compile)
+                            aggregation.AllReduce(), jit_compile=jit_compile,
+                            capture_in_every_step=self.agreement is not None)
 
     def agree(self, proposal: CallPlan) -> CallPlan:
         """The next call's length and whether to stop, the same on every worker."""

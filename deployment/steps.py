@@ -9,8 +9,8 @@ scheduled on parameter-server workers). Sync replicas have their own inner loop
 
 The model step is any object with `global_step`, `train_variables`,
 `replica_gradients(images, labels, step) -> (gradients, metrics, first_images)`,
-`apply_gradients(grads_and_vars, learning_rate)`, `share_replica_statistics()` and
-`after_update()`
+`apply_gradients(grads_and_vars, learning_rate)`, `share_replica_statistics()`,
+`after_update()` and `summary_capture` (training.summary_capture.SummaryCapture)
 (training.model_step.ModelStep).
 """
 import dataclasses
@@ -34,18 +34,26 @@ class ReplicaSteps:
     servers (where the aggregator leaves each worker's gradients as they are)."""
 
     def __init__(self, strategy: tf.distribute.Strategy, model_step, runner, aggregator,
-                 jit_compile: bool = False):
+                 jit_compile: bool = False, capture_in_every_step: bool = False):
         self.strategy = strategy
+        # Workers of a multi-worker all-reduce must run one function (their collectives
+        # are matched by trace) whether or not the chief captures.
+        self.capture_in_every_step = capture_in_every_step
         self.model_step = model_step
         self.runner = runner
         self.aggregator = aggregator
-        # XLA compiles the replica's work (the iterator cannot be compiled).
-        self._replica_step_fn = (tf.function(self._replica_step, autograph=False,
-                                             jit_compile=True)
-                                 if jit_compile else self._replica_step)
+        # XLA compiles the replica's work (the iterator cannot be compiled). One
+        # function per variant (with or without TensorBoard's capture), each traced
+        # when first needed.
+        self._replica_step_fns = {
+            capture: (tf.function(self._replica_step, autograph=False, jit_compile=True)
+                      if jit_compile else self._replica_step)
+            for capture in (False, True)}
         # Traced without AutoGraph (the loop is an explicit tf.while_loop): AutoGraph
         # converting every layer made tracing ~6x slower.
-        self._steps_fn = tf.function(self._steps, autograph=False)
+        self._steps_fns = {
+            capture: tf.function(self._steps_with(capture), autograph=False)
+            for capture in (False, True)}
         self._metric_names = None  # the step's metrics, in output order (set when traced)
 
     def _replica_step(self, images, labels):
@@ -58,10 +66,10 @@ class ReplicaSteps:
         model.share_replica_statistics()
         return metrics, first_images
 
-    def _step(self, iterator):
+    def _step(self, iterator, capture):
         # An optional third item: examples the input pipeline could not decode so far.
         images, labels, *skipped = next(iterator)
-        metrics, first_images = self.strategy.run(self._replica_step_fn,
+        metrics, first_images = self.strategy.run(self._replica_step_fns[capture],
                                                   args=(images, labels))
         self.model_step.after_update()
         self.model_step.global_step.assign_add(1)
@@ -79,12 +87,19 @@ class ReplicaSteps:
         skipped = (tf.stack(local(skipped[0])) if skipped else tf.zeros([1], tf.int64))
         return values, images, skipped
 
-    def _steps(self, iterator, num_steps):
+    def _steps_with(self, capture: bool):
+        # A function of (iterator, num_steps) only: the parameter-server coordinator
+        # rebinds the function's inputs by its signature.
+        return lambda iterator, num_steps: self._steps(iterator, num_steps, capture)
+
+    def _steps(self, iterator, num_steps, capture):
         """num_steps steps in one graph (the step traced once, inside the loop); returns
         the last step's metrics (averaged over replicas), first images, and the count of
-        unreadable examples skipped so far."""
+        unreadable examples skipped so far. With `capture`, the step holds TensorBoard's
+        capture (training.summary_capture)."""
         def body(count, *_):
-            return (count + 1, *self._step(iterator))
+            with self.model_step.summary_capture.tracing(capture):
+                return (count + 1, *self._step(iterator, capture))
 
         initial = (tf.constant(0), tf.zeros([0, 0]), tf.zeros([0, 0, 0, 0]),
                    tf.zeros([0], tf.int64))
@@ -96,8 +111,9 @@ class ReplicaSteps:
         return tf.reduce_mean(values, axis=0), images, tf.reduce_max(skipped)
 
     def train_n_steps(self, num_steps: int) -> StepResult:
-        values, images, skipped = self.runner.fetch(self.runner.run(self._steps_fn,
-                                                                    num_steps))
+        capture = self.capture_in_every_step or self.model_step.summary_capture.armed
+        steps_fn = self._steps_fns[capture]
+        values, images, skipped = self.runner.fetch(self.runner.run(steps_fn, num_steps))
         metrics = dict(zip(self._metric_names, values.tolist()))
         metrics['input/skipped_examples'] = float(skipped)
         return StepResult(metrics, images)

@@ -26,7 +26,9 @@ class SyncReplicaSteps:
         self.runner = runner_factory(self.sync_replicas)
         # Within a worker, clones first agree on one gradient (a no-op for one clone).
         self.aggregator = aggregation.AllReduce()
-        self._steps_fn = tf.function(self._steps)
+        # With and without TensorBoard's capture, each traced when first needed.
+        self._steps_fns = {capture: tf.function(self._steps_with(capture))
+                           for capture in (False, True)}
         self._dropped_logged = 0
 
     def _contribution(self, images, labels, version):
@@ -56,16 +58,24 @@ class SyncReplicaSteps:
             metrics['input/skipped_examples'] = tf.reduce_max(tf.stack(local(skipped[0])))
         return metrics, local(first_images)[0]
 
-    def _steps(self, iterator, num_steps):
-        """Steps until the round's target update (the runner sets it); num_steps unused."""
+    def _steps_with(self, capture: bool):
+        # A function of (iterator, num_steps) only: the coordinator rebinds the
+        # function's inputs by its signature.
+        return lambda iterator, num_steps: self._steps(iterator, num_steps, capture)
+
+    def _steps(self, iterator, num_steps, capture):
+        """Steps until the round's target update (the runner sets it); num_steps unused.
+        With `capture`, the step holds TensorBoard's capture."""
         del num_steps
-        outputs = self._step(iterator)
-        return tf.while_loop(
-            lambda _: self.model_step.global_step < self.sync_replicas.target,
-            lambda _: (self._step(iterator),), (outputs,))[0]
+        with self.model_step.summary_capture.tracing(capture):
+            outputs = self._step(iterator)
+            return tf.while_loop(
+                lambda _: self.model_step.global_step < self.sync_replicas.target,
+                lambda _: (self._step(iterator),), (outputs,))[0]
 
     def train_n_steps(self, num_steps: int) -> StepResult:
-        metrics, images = self.runner.fetch(self.runner.run(self._steps_fn, num_steps))
+        steps_fn = self._steps_fns[self.model_step.summary_capture.armed]
+        metrics, images = self.runner.fetch(self.runner.run(steps_fn, num_steps))
         metrics = {k: float(v) for k, v in metrics.items()}
         # Read once per call, on the chief: the step itself never reads it.
         dropped = int(self.sync_replicas.dropped.numpy())

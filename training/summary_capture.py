@@ -5,13 +5,20 @@ and `sparsity/<end point>` (the zero fraction) of clone 0's forward pass, and ea
 variable's `<name>/gradient` histogram and `<name>/gradient_norm`. Here the compiled
 step writes their histogram buckets and scalars into small variables, inside a
 `tf.cond` that runs only on the step the summary writer armed (the last step of the
-call before a summary is due): other steps pay one comparison. The writer
-(training.train_summaries) reads them on the chief, outside the step.
+call before a summary is due). The writer (training.train_summaries) reads them on the
+chief, outside the step.
+
+The capture's ops (a histogram per end point and per gradient) tripled the time to
+trace and optimise a big net's step, so the inner loop traces two steps: one without
+them, used unless a capture is armed, and one with them, traced when the first summary
+is due. Under multi-worker all-reduce every worker must run the same function (their
+collectives are matched by trace), so there the capture is in every step
+(deployment.steps) and the other workers never take the branch.
 
 The variables are one copy per replica (ON_READ) holding the first replica's values, so
-a capture needs no communication: under multi-worker all-reduce only the chief arms
-it, and the other workers never take the branch.
+a capture needs no communication.
 """
+import contextlib
 from typing import Dict, Optional, Sequence
 
 import numpy as np
@@ -83,6 +90,21 @@ class SummaryCapture:
             tf.zeros([MAX_END_POINTS, HISTOGRAM_BUCKETS, 3]))
         self.zero_fractions = _first_replica_copy(tf.zeros([MAX_END_POINTS]))
         self._armed = None
+        self._tracing_capture = False
+
+    @property
+    def armed(self) -> bool:
+        """Whether the coming call captures (needs the step traced with the capture)."""
+        return self._armed is not None
+
+    @contextlib.contextmanager
+    def tracing(self, with_capture: bool):
+        """Steps traced inside hold the capture ops if `with_capture`, else none."""
+        previous, self._tracing_capture = self._tracing_capture, with_capture
+        try:
+            yield
+        finally:
+            self._tracing_capture = previous
 
     def arm(self, step: Optional[int]):
         """Captures at `step` (the last step of the coming call), or never (None)."""
@@ -96,6 +118,8 @@ class SummaryCapture:
 
     def capture_activations(self, end_points: Dict[str, tf.Tensor]):
         """Zero fraction and histogram of each floating end point (in the step)."""
+        if not self._tracing_capture:
+            return
         named = {name: value for name, value in end_points.items()
                  if isinstance(value, tf.Tensor) and value.dtype.is_floating}
         self.end_point_names[:] = list(named)[:MAX_END_POINTS]
@@ -118,7 +142,7 @@ class SummaryCapture:
         """Histogram and norm of each variable's gradient as applied (after aggregation);
         variables without a gradient keep zeros."""
         grads_and_vars = [(g, v) for g, v in grads_and_vars if g is not None]
-        if not grads_and_vars:
+        if not grads_and_vars or not self._tracing_capture:
             return
 
         def capture():
