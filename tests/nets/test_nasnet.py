@@ -132,11 +132,12 @@ def test_nasnet_cifar_training_on_shapes_lowers_the_loss(tmp_path):
     assert loss() < 0.1 * initial
 
 
+@pytest.mark.slow  # their golden logits, by variable name, stay in `make test`
 @pytest.mark.parametrize('name', ['nasnet_large', 'pnasnet_large'])
 def test_large_nets_built_small_have_slims_inference_variables(name, slim_nets):
     # Without the aux head (inference) no variable depends on the input size, so a
     # 96x96 trace creates exactly the full-size net's variables (the full-size zoo
-    # checks run with `make test-slow`).
+    # checks run with `make test-slow` too).
     reference = slim_nets[name]['inference']
     net = nets_factory.get_network_fn(name, 1001)
     logits, end_points = _trace(net, [1, 96, 96, 3])

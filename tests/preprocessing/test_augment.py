@@ -255,8 +255,12 @@ def photo():
     return rng.integers(0, 256, (48, 40, 3)).astype(np.uint8)
 
 
-@pytest.mark.parametrize('name', POLICIES)
-@pytest.mark.parametrize('family, size', FAMILY_SIZES)
+# In `make test` each family runs one policy and each policy two families; every pair
+# in test-slow.
+@pytest.mark.parametrize('family, size, name', [
+    pytest.param(family, size, name,
+                 marks=() if (i + j) % len(POLICIES) == 0 else pytest.mark.slow)
+    for i, (family, size) in enumerate(FAMILY_SIZES) for j, name in enumerate(POLICIES)])
 def test_every_family_runs_each_policy_in_tf_data(family, size, name, photo):
     augmentation = AugmentationConfig(augmentation=name, random_erase_prob=0.5)
     preprocess = preprocessing_factory.get_preprocessing(family, is_training=True,
