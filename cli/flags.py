@@ -369,7 +369,8 @@ def _logging(define):
     # Read before TensorFlow loads (cli.startup); defined here for --help and parsing.
     define.enum('tf_log_level', startup.DEFAULT_TF_LOG_LEVEL, startup.TF_LOG_LEVELS,
                 'TensorFlow\'s own log output: info, warning, error or none (default: '
-                'errors only).')
+                'errors only; none in a cluster\'s tasks, where a failed task is named in '
+                'one line).')
 
 
 # Title -> definer; a script's --help shows its groups in the order it names them.

@@ -27,7 +27,22 @@ _ABSL_NOT_INITIALIZED = 'WARNING: All log messages before absl::InitializeLog()'
 _TENSORFLOW_PATHS = re.compile(r'[/\\](tensorflow|keras|tensorflow_datasets|tf_keras)[/\\]')
 
 
-def _requested_level(argv) -> str:
+def _in_a_cluster(argv, environ) -> bool:
+    """Whether this process is a task of a training cluster (cluster flags, TF_CONFIG or
+    a SLURM step of several tasks): read before the flags are parsed."""
+    if any(argument.split('=', 1)[0] in ('--worker_hosts', '--ps_hosts', '--job_name')
+           for argument in argv):
+        return True
+    return bool(environ.get('TF_CONFIG')) or (
+        'SLURM_PROCID' in environ and environ.get('SLURM_NTASKS', '1').isdigit()
+        and int(environ['SLURM_NTASKS']) > 1)
+
+
+def _requested_level(argv, environ=os.environ) -> str:
+    """--tf_log_level, else the default: errors, or none for a cluster's task, whose
+    runtime logs every peer's failure (gRPC, collectives, the coordinator) at error
+    level, where the script names the failed task in its own one line."""
+    default = 'none' if _in_a_cluster(argv, environ) else DEFAULT_TF_LOG_LEVEL
     for index, argument in enumerate(argv):
         if argument.startswith('--tf_log_level='):
             value = argument.split('=', 1)[1]
@@ -35,8 +50,8 @@ def _requested_level(argv) -> str:
             value = argv[index + 1]
         else:
             continue
-        return value if value in TF_LOG_LEVELS else DEFAULT_TF_LOG_LEVEL
-    return DEFAULT_TF_LOG_LEVEL
+        return value if value in TF_LOG_LEVELS else default
+    return default
 
 
 def _shown(line: str, level: str) -> bool:
@@ -145,4 +160,6 @@ exit_quietly_on_signals()
 MALLOC_TUNED = tune_glibc_malloc()
 _LEVEL = _requested_level(sys.argv)
 os.environ['TF_CPP_MIN_LOG_LEVEL'] = _CPP_LEVELS[_LEVEL]
+if _LEVEL == 'none':  # gRPC's core logs on its own (a user's setting stays)
+    os.environ.setdefault('GRPC_VERBOSITY', 'NONE')
 _import_tensorflow_quietly(_LEVEL)

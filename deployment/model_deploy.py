@@ -342,7 +342,10 @@ def variable_placement(variables: Sequence[tf.Variable]) -> dict:
     """{device: number of variables} (a partitioned variable counts once per piece)."""
     counts = {}
     for variable in variables:
-        for piece in getattr(variable, 'variables', [variable]):
+        # Looked up on the class: an instance lookup on a per-replica (ON_READ) variable
+        # falls through to its value, a cross-worker all-reduce only the chief ran.
+        pieces = variable.variables if hasattr(type(variable), 'variables') else [variable]
+        for piece in pieces:
             counts[piece.device] = counts.get(piece.device, 0) + 1
     return dict(sorted(counts.items()))
 

@@ -68,13 +68,24 @@ class DeploymentPlan:
                                 runners.CoordinatorRunner(self.strategy, input_fn),
                                 aggregation.Independent())
         return ReplicaSteps(self.strategy, model_step,
-                            runners.LocalRunner(self.strategy, input_fn),
+                            runners.LocalRunner(self.strategy, input_fn,
+                                                cluster=self._all_reduce_cluster()),
                             aggregation.AllReduce(), jit_compile=jit_compile,
                             capture_in_every_step=self.agreement is not None)
 
     def agree(self, proposal: CallPlan) -> CallPlan:
         """The next call's length and whether to stop, the same on every worker."""
-        return self.agreement.agree(proposal) if self.agreement else proposal
+        if not self.agreement:
+            return proposal
+        with runners.task_failures_named(self._all_reduce_cluster(),
+                                         runners.RESTART_ALL_WORKERS):
+            return self.agreement.agree(proposal)
+
+    def _all_reduce_cluster(self) -> Optional[dict]:
+        """{job: [host:port, ...]} of a multi-worker all-reduce, else None."""
+        if self.agreement is None:
+            return None
+        return self.strategy.cluster_resolver.cluster_spec().as_dict()
 
     def describe(self, *, batch_size: int, train_dir: str, extra: Sequence[str] = ()) -> str:
         config = self.config or model_deploy.DeploymentConfig()

@@ -50,16 +50,23 @@ def _is_one_host_clones(strategy: tf.distribute.Strategy) -> bool:
 
 
 class LocalRunner:
-    """Runs `num_steps` steps as one call of the step function, in this process."""
+    """Runs `num_steps` steps as one call of the step function, in this process. Given
+    the cluster (multi-worker all-reduce), a worker that stops answering ends training
+    in one line naming it."""
 
-    def __init__(self, strategy: tf.distribute.Strategy, input_fn: Callable):
+    def __init__(self, strategy: tf.distribute.Strategy, input_fn: Callable,
+                 cluster: Optional[dict] = None):
         if _is_one_host_clones(strategy):
             self._iterator = OneHostClonesIterator(strategy, input_fn)
         else:
             self._iterator = iter(strategy.distribute_datasets_from_function(input_fn))
+        self._failures_named = (
+            (lambda: task_failures_named(cluster, RESTART_ALL_WORKERS)) if cluster
+            else contextlib.nullcontext)
 
     def run(self, steps_fn: Callable, num_steps: int):
-        return steps_fn(self._iterator, tf.constant(num_steps))
+        with self._failures_named():
+            return steps_fn(self._iterator, tf.constant(num_steps))
 
     def checkpointable_iterator(self):
         """The input iterator if tf.train.Checkpoint can save its position (one device,
@@ -71,16 +78,30 @@ class LocalRunner:
         return self._iterator if isinstance(self._iterator, tf.data.Iterator) else None
 
     def fetch(self, outputs):
-        return _to_numpy(outputs)
+        with self._failures_named():
+            return _to_numpy(outputs)
 
 
 _TASK_NAME = re.compile(r'/job:(\w+)/replica:\d+/task:(\d+)')
 _TASK_ADDRESS = re.compile(r'ipv4:([\w.-]+:\d+)')
 
 
+# The coordination service's verdict: 'The following tasks are unhealthy (stopped
+# sending heartbeats):\n/job:worker/replica:0/task:1'.
+_UNHEALTHY_TASK = re.compile(r'unhealthy[^\n]*\n\s*/job:(\w+)/replica:\d+/task:(\d+)')
+
+
+def _task(job: str, index: int, cluster: dict) -> str:
+    hosts = cluster.get(job, [])
+    return f'{job} task {index}' + (f' ({hosts[index]})' if index < len(hosts) else '')
+
+
 def describe_failed_task(error: Exception, cluster: dict) -> str:
     """'ps task 1 (127.0.0.1:4242)' from a gRPC error's text, as far as it tells."""
     text = str(error)
+    unhealthy = _UNHEALTHY_TASK.search(text)
+    if unhealthy:
+        return _task(unhealthy.group(1), int(unhealthy.group(2)), cluster)
     addressed = _TASK_ADDRESS.search(text)  # the peer that did not answer
     if addressed:
         for job, hosts in cluster.items():
@@ -88,10 +109,24 @@ def describe_failed_task(error: Exception, cluster: dict) -> str:
                 return f'{job} task {hosts.index(addressed.group(1))} ({addressed.group(1)})'
     named = _TASK_NAME.search(text)
     if named:
-        job, index = named.group(1), int(named.group(2))
-        hosts = cluster.get(job, [])
-        return f'{job} task {index}' + (f' ({hosts[index]})' if index < len(hosts) else '')
+        return _task(named.group(1), int(named.group(2)), cluster)
     return 'a task of the cluster'
+
+
+@contextlib.contextmanager
+def task_failures_named(cluster: dict, then: str):
+    """A task of the cluster that stops answering (gRPC's Unavailable or Aborted) ends
+    training in one line naming it, then `then` (what to do)."""
+    try:
+        yield
+    except (tf.errors.UnavailableError, tf.errors.AbortedError) as error:
+        raise ClusterTaskFailed(f'{describe_failed_task(error, cluster)} stopped answering, '
+                                f'so training stopped; {then}') from None
+
+
+# What to do when a worker of a multi-worker all-reduce stops answering.
+RESTART_ALL_WORKERS = ('restart every worker with the same flags: training resumes from '
+                       'the last checkpoint in --train_dir.')
 
 
 class CoordinatorRunner:
@@ -125,13 +160,10 @@ class CoordinatorRunner:
     def _task_failures_named(self):
         """The coordinator rides out dead workers; a parameter server that stops answering
         ends training with one line naming it."""
-        try:
+        with task_failures_named(self._cluster, 'restart that task, then this one: '
+                                 'training resumes from the last checkpoint in '
+                                 '--train_dir.'):
             yield
-        except (tf.errors.UnavailableError, tf.errors.AbortedError) as error:
-            raise ClusterTaskFailed(
-                f'{describe_failed_task(error, self._cluster)} stopped answering, so '
-                'training stopped; restart that task, then this one: training resumes '
-                'from the last checkpoint in --train_dir.') from None
 
     def run(self, steps_fn: Callable, num_steps: int):
         with self._task_failures_named():

@@ -168,9 +168,10 @@ class ModelStep:
 
     def share_replica_statistics(self):
         """Sets each replica's moving statistics (batch norm's, ON_READ: one copy per
-        replica, their mean in checkpoints) to their mean over replicas, in replica
+        replica, checkpoints hold the first's) to their mean over replicas, in replica
         context after each update. Their expected values are unchanged; the copies stay
-        equal, so a restored checkpoint gives every replica exactly what it had and a
+        equal, so the checkpoint holds their mean, a save reads no other replica (nor
+        worker), a restored checkpoint gives every replica exactly what it had and a
         resumed run on clones continues bit for bit (one packed all-reduce per step)."""
         context = tf.distribute.get_replica_context()
         if not self.replica_statistics or context.num_replicas_in_sync == 1:

@@ -93,9 +93,10 @@ class ActivationQuantizer(Module):
 
     def forward(self, inputs, *, training: bool):
         if self.min is None:
+            # Per replica, read as the first's: as batch norm's moving statistics.
             statistics = dict(trainable=False,
                               synchronization=tf.VariableSynchronization.ON_READ,
-                              aggregation=tf.VariableAggregation.MEAN)
+                              aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
             self.min = self._add_variable('min', [], zeros_initializer(), **statistics)
             self.max = self._add_variable('max', [], zeros_initializer(), **statistics)
         values = tf.cast(inputs, tf.float32)

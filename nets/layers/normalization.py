@@ -23,7 +23,11 @@ class BatchNorm(Module):
     """slim.batch_norm: moving averages updated in training, used at inference.
 
     Parameters and statistics are float32 whatever the input's dtype (the fused kernel
-    takes them so). Moving statistics are per replica (ON_READ, averaged when read).
+    takes them so). Moving statistics are per replica (ON_READ) and read as the first
+    replica's, as TF-Slim's clones ran clone 0's update ops only: a read (a checkpoint
+    save) needs no cross-replica reduction, which under multi-worker all-reduce only
+    the saving chief would run. (The trainer makes every copy their mean after each
+    update: training.model_step.share_replica_statistics.)
     """
 
     def __init__(self, name: str = 'BatchNorm', params: BatchNormParams = BatchNormParams(),
@@ -41,7 +45,7 @@ class BatchNorm(Module):
             self.gamma = self._add_variable('gamma', [depth], ones_initializer())
         statistics = dict(trainable=False,
                           synchronization=tf.VariableSynchronization.ON_READ,
-                          aggregation=tf.VariableAggregation.MEAN)
+                          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         self.moving_mean = self._add_variable(
             'moving_mean', [depth], zeros_initializer(), **statistics)
         self.moving_variance = self._add_variable(
