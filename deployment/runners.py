@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from core.errors import ClusterTaskFailed
 from deployment.sync_replicas import SyncReplicas
+from deployment.sync_replicas_steps import SyncRounds
 
 
 def _to_numpy(structure):
@@ -133,8 +134,9 @@ class CoordinatorRunner:
     """Schedules steps on the parameter-server workers.
 
     Asynchronous: one step per closure, on whichever worker is free. Sync replicas: a
-    round per `run`, one closure per worker, each stepping until the round's target
-    update (deployment.sync_replicas decides which gradients count).
+    round per `run`, one closure per worker in flight, each stepping until the round's
+    target update; `fetch` returns once that update is applied, not waiting for
+    backups' steps (deployment.sync_replicas_steps.SyncRounds).
     """
 
     def __init__(self, strategy: tf.distribute.Strategy, input_fn: Callable,
@@ -152,6 +154,9 @@ class CoordinatorRunner:
             return strategy.distribute_datasets_from_function(input_fn)
 
         self._iterator = iter(self.coordinator.create_per_worker_dataset(per_worker_dataset))
+        self._sync_rounds = (SyncRounds(self.coordinator, self._iterator, self.num_workers,
+                                        sync_replicas.global_step)
+                             if sync_replicas is not None else None)
 
     def checkpointable_iterator(self):
         return None  # per-worker iterators live on the workers
@@ -170,12 +175,8 @@ class CoordinatorRunner:
             return self._schedule(steps_fn, num_steps)
 
     def _schedule(self, steps_fn: Callable, num_steps: int):
-        if self.sync_replicas is not None:
-            sync = self.sync_replicas
-            sync.target.assign(sync.global_step.read_value() + num_steps)
-            return [self.coordinator.schedule(steps_fn, args=(self._iterator,
-                                                              tf.constant(num_steps)))
-                    for _ in range(self.num_workers)]
+        if self._sync_rounds is not None:
+            return self._sync_rounds.start(steps_fn, num_steps)
         one = tf.constant(1)
         for _ in range(num_steps):
             result = self.coordinator.schedule(steps_fn, args=(self._iterator, one))
@@ -186,7 +187,7 @@ class CoordinatorRunner:
             return self._fetch(outputs)
 
     def _fetch(self, outputs):
+        if self._sync_rounds is not None:
+            return _to_numpy(self._sync_rounds.finish())
         self.coordinator.join()
-        if self.sync_replicas is None:
-            return _to_numpy(outputs.fetch())
-        return _to_numpy(outputs[0].fetch())
+        return _to_numpy(outputs.fetch())

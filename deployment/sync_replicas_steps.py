@@ -1,10 +1,18 @@
 """The inner loop of sync replicas: each worker's steps offer their gradients to
 deployment.sync_replicas, which applies the mean of every --replicas_to_aggregate
-gradients of one version and drops stale ones.
+gradients of one version and drops the others.
 
-A call (`train_n_steps(n)`) is a round: the runner sets the round's target update and
-schedules one closure per worker, each stepping until global_step reaches it.
+A call (`train_n_steps(n)`) is a round: its target is global_step + n. The chief
+(`SyncRounds`, driven by runners.CoordinatorRunner) keeps one closure per worker in
+flight, each stepping until global_step reaches its own round's target, and returns
+as soon as one closure of this round has ended, i.e. once the round's last update is
+applied. Like TF1's chief it never waits for a backup's step still running: that
+closure ends at its next check (its offer is stale, or 'done') and is replaced then.
 """
+import queue
+import threading
+from typing import Callable
+
 import tensorflow as tf
 from absl import logging
 
@@ -20,9 +28,12 @@ class SyncReplicaSteps:
                  replicas_to_aggregate: int):
         self.strategy = strategy
         self.model_step = model_step
+        # No public API names the worker count (strategy.cluster_resolver is None).
+        num_workers = strategy.extended._num_workers  # pylint: disable=protected-access
         with strategy.scope():
             self.sync_replicas = SyncReplicas(model_step.train_variables,
-                                              model_step.global_step, replicas_to_aggregate)
+                                              model_step.global_step, replicas_to_aggregate,
+                                              num_workers)
         self.runner = runner_factory(self.sync_replicas)
         # Within a worker, clones first agree on one gradient (a no-op for one clone).
         self.aggregator = aggregation.AllReduce()
@@ -39,39 +50,47 @@ class SyncReplicaSteps:
         summed = self.aggregator.aggregate(zip(gradients, self.model_step.train_variables))
         return [g for g, _ in summed], metrics, first_images
 
-    def _step(self, iterator):
-        model, local = self.model_step, self.strategy.experimental_local_results
+    def _apply_mean(self, mean_gradients, version):
+        """The update, on the parameter servers (its learning rate is the version's)."""
+        model = self.model_step
+        model.apply_gradients(zip(mean_gradients, model.train_variables),
+                              model.learning_rate_fn(version))
+        model.after_update()
+
+    def _step(self, iterator, worker, target):
+        model, local, sync = self.model_step, self.strategy.experimental_local_results, \
+            self.sync_replicas
         images, labels, *skipped = next(iterator)
         version = model.global_step.read_value()
         gradients, metrics, first_images = self.strategy.run(
             self._contribution, args=(images, labels, version))
-
-        def apply_mean(mean_gradients):
-            model.apply_gradients(zip(mean_gradients, model.train_variables),
-                                  local(metrics['learning_rate'])[0])
-            model.after_update()
-
-        self.sync_replicas.offer(version, local(gradients)[0], apply_mean)
+        outcome = sync.offer(worker, version, target, local(gradients)[0], self._apply_mean)
+        released = tf.cond(tf.equal(outcome, 'waiting'),
+                           lambda: sync.wait_for_release(worker, version),
+                           lambda: tf.identity(version))
         mean = tf.distribute.ReduceOp.MEAN
-        metrics = {k: self.strategy.reduce(mean, v, axis=None) for k, v in metrics.items()}
+        with tf.control_dependencies([released]):  # the step ends after its wait
+            metrics = {k: self.strategy.reduce(mean, v, axis=None)
+                       for k, v in metrics.items()}
         if skipped:  # counted per input pipeline: this worker's
             metrics['input/skipped_examples'] = tf.reduce_max(tf.stack(local(skipped[0])))
         return metrics, local(first_images)[0]
 
     def _steps_with(self, capture: bool):
-        # A function of (iterator, num_steps) only: the coordinator rebinds the
-        # function's inputs by its signature.
-        return lambda iterator, num_steps: self._steps(iterator, num_steps, capture)
+        # A function of (iterator, target) only: the coordinator rebinds the function's
+        # inputs by its signature.
+        return lambda iterator, target: self._steps(iterator, target, capture)
 
-    def _steps(self, iterator, num_steps, capture):
-        """Steps until the round's target update (the runner sets it); num_steps unused.
-        With `capture`, the step holds TensorBoard's capture."""
-        del num_steps
+    def _steps(self, iterator, target, capture):
+        """Steps until global_step reaches `target`, the round's. With `capture`, the
+        step holds TensorBoard's capture."""
+        # The worker running this closure (a call-time value: the function is traced once).
+        worker = tf.distribute.coordinator.experimental_get_current_worker_index()
         with self.model_step.summary_capture.tracing(capture):
-            outputs = self._step(iterator)
+            outputs = self._step(iterator, worker, target)
             return tf.while_loop(
-                lambda _: self.model_step.global_step < self.sync_replicas.target,
-                lambda _: (self._step(iterator),), (outputs,))[0]
+                lambda _: self.model_step.global_step < target,
+                lambda _: (self._step(iterator, worker, target),), (outputs,))[0]
 
     def train_n_steps(self, num_steps: int) -> StepResult:
         steps_fn = self._steps_fns[self.model_step.summary_capture.armed]
@@ -84,3 +103,70 @@ class SyncReplicaSteps:
             self._dropped_logged = dropped
         metrics['sync_replicas/stale_gradients_dropped'] = float(dropped)
         return StepResult(metrics, images)
+
+
+class _Closure:
+    """One scheduled call of the steps function, and what it returned."""
+
+    def __init__(self, target: int, remote_value):
+        self.target = target
+        self.remote_value = remote_value
+        self.outputs = None
+        self.error = None
+
+
+class SyncRounds:
+    """The chief's side of the rounds: at most one closure per worker in flight (a slow
+    backup never piles them up), and a round ends when its first closure does."""
+
+    def __init__(self, coordinator, iterator, num_workers: int, global_step: tf.Variable):
+        self._coordinator = coordinator
+        self._iterator = iterator
+        self._num_workers = num_workers
+        self._global_step = global_step
+        self._in_flight = set()
+        self._ended = queue.Queue()  # closures whose outputs (or error) have arrived
+        self._steps_fn = None
+        self._target = None
+
+    def start(self, steps_fn: Callable, num_steps: int):
+        """Starts the round of the next `num_steps` updates."""
+        self._steps_fn = steps_fn
+        self._target = int(self._global_step.numpy()) + num_steps
+        while True:  # closures that ended since the last round free their worker
+            try:
+                self._settle(self._ended.get_nowait())
+            except queue.Empty:
+                break
+        while len(self._in_flight) < self._num_workers:
+            self._schedule()
+
+    def finish(self):
+        """The outputs of this round's first closure to end: by then the round's last
+        update is applied. An earlier round's closure that ends is replaced."""
+        while True:
+            closure = self._ended.get()
+            outputs = self._settle(closure)
+            if closure.target == self._target:
+                return outputs
+            self._schedule()
+
+    def _schedule(self):
+        closure = _Closure(self._target, self._coordinator.schedule(
+            self._steps_fn, args=(self._iterator, tf.constant(self._target, tf.int64))))
+        self._in_flight.add(closure)
+        threading.Thread(target=self._watch, args=(closure,), daemon=True,
+                         name='sync_replicas_closure').start()
+
+    def _watch(self, closure: _Closure):
+        try:
+            closure.outputs = closure.remote_value.fetch()
+        except Exception as error:  # pylint: disable=broad-except
+            closure.error = error  # raised in the chief's thread (_settle)
+        self._ended.put(closure)
+
+    def _settle(self, closure: _Closure):
+        self._in_flight.discard(closure)
+        if closure.error is not None:
+            raise closure.error
+        return closure.outputs
