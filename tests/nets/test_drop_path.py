@@ -168,8 +168,8 @@ def _traced_training_graph(net, size, generator):
 
 
 @pytest.mark.parametrize('name, options, size', [
-    family if family[0] != 'inception_resnet_v2' else pytest.param(*family,
-                                                                   marks=pytest.mark.slow)
+    family if family[0] in ('resnet_v1_50', 'mobilenet_v2') else pytest.param(
+        *family, marks=pytest.mark.slow)
     for family in FAMILIES], ids=FAMILY_IDS)
 def test_rate_zero_keeps_variables_and_the_training_graph(name, options, size):
     plain = nets_factory.get_network_fn(name, 10, is_training=True, **options)
@@ -184,7 +184,11 @@ def test_rate_zero_keeps_variables_and_the_training_graph(name, options, size):
 
 # --- At rate 0.2: paths dropped in training only. ---
 
-@pytest.mark.parametrize('name, options, size', FAMILIES, ids=FAMILY_IDS)
+# inception_resnet_v2, the largest build, in test-slow.
+@pytest.mark.parametrize('name, options, size', [
+    family if family[0] != 'inception_resnet_v2' else pytest.param(
+        *family, marks=pytest.mark.slow)
+    for family in FAMILIES], ids=FAMILY_IDS)
 def test_training_drops_paths_and_evaluation_is_the_plain_net(name, options, size):
     dropping = nets_factory.get_network_fn(name, 10, is_training=True,
                                            drop_path_rate=RATE, **options)

@@ -165,6 +165,7 @@ def test_irv2_half_size_images_and_base():
     assert len(net.regularization_losses()) == len(decayed)
 
 
+@pytest.mark.slow  # a full-size build; the half-size ones stay in make test
 def test_irv2_pools_whole_map_and_works_without_classes():
     net = InceptionResnetV2(10, create_aux_logits=False)
     logits, end_points = net(_images(330, 400))

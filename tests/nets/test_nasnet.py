@@ -75,6 +75,7 @@ class TestDropPathSchedule:
         np.testing.assert_array_equal(net(images, step=100)[0].numpy(),
                                       net(images, step=100)[0].numpy())
 
+    @pytest.mark.slow  # a Trainer's run; the schedule itself is checked above
     def test_the_trainer_passes_its_step_to_the_net(self, tmp_path):
         net = self._net()
         seen_steps = []
@@ -147,9 +148,11 @@ def test_large_nets_built_small_have_slims_inference_variables(name, slim_nets):
     assert set(end_points) == set(reference['end_points'])
 
 
-@pytest.mark.parametrize('name, end_point', [('nasnet_mobile', 'Cell_3'),
-                                             ('pnasnet_mobile', 'Cell_2'),
-                                             ('nasnet_cifar', 'Stem')])
+# The cheapest in make test; the mobile builds in test-slow.
+@pytest.mark.parametrize('name, end_point', [
+    pytest.param('nasnet_mobile', 'Cell_3', marks=pytest.mark.slow),
+    pytest.param('pnasnet_mobile', 'Cell_2', marks=pytest.mark.slow),
+    ('nasnet_cifar', 'Stem')])
 def test_base_stops_at_the_final_endpoint(name, end_point):
     net = nets_factory.get_network_fn(name, 10)
     features, end_points = net.base(tf.zeros([1, 64, 64, 3]), end_point)
