@@ -10,18 +10,20 @@ from cli import startup  # noqa: F401  (first: configures TensorFlow before it l
 
 from absl import app  # noqa: E402
 
-from cli import configs, guard, train_job  # noqa: E402
+from cli import configs, data_service_flags, guard, train_job  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 
 FLAG_GROUPS = ('Model', 'Dataset', 'Input pipeline', 'Training', 'Augmentation',
                'Batch recipes', 'Stochastic depth', 'Distillation', 'Optimizer',
                'Learning rate', 'Weights', 'Fine-tuning', 'Checkpoints and progress',
-               'Devices', 'Cluster', 'Logging')
+               'Devices', 'Cluster', 'tf.data service', 'Logging', 'Benchmark')
 cli_flags.define(FLAG_GROUPS, usage=__doc__)
 
 
 def main(argv):
     del argv
+    if data_service_flags.serves_data():  # a tf.data service task, not a trainer
+        return data_service_flags.serve()
     return train_job.run(configs.training_from_flags())
 
 

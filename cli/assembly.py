@@ -9,10 +9,10 @@ import tensorflow as tf
 from cli import run_record
 from core import checks, paths
 from core.errors import UsageError
-from datasets import dataset_factory, input_pipeline
+from datasets import data_service, dataset_factory, input_pipeline
 from nets import nets_factory, quantization
 from preprocessing import augment_policies, preprocessing_factory
-from training import checkpoint_integrity
+from training import benchmark, checkpoint_integrity
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +36,9 @@ class DataConfig:
     cache: bool = False
     # Training only: evaluation and export never augment.
     augmentation: augment_policies.AugmentationConfig = augment_policies.AugmentationConfig()
+    # Training only: read through the tf.data service's dispatcher at grpc://host:port.
+    data_service_address: Optional[str] = None
+    wait_for_data_service_secs: float = 60.0
 
     def __post_init__(self):
         checks.check_at_least(1, batch_size=self.batch_size,
@@ -44,6 +47,8 @@ class DataConfig:
         checks.check_at_least(1, unset='AUTOTUNE', num_readers=self.num_readers,
                               num_preprocessing_threads=self.num_preprocessing_threads)
         checks.check_at_least(0, labels_offset=self.labels_offset)
+        if self.data_service_address:  # a malformed address fails before any server starts
+            data_service.parse_address(self.data_service_address)
         if self.dataset_dir and not self.dataset_name.startswith(
                 dataset_factory.TFDS_PREFIX):
             paths.check_input_dir(self.dataset_dir, '--dataset_dir',
@@ -57,6 +62,7 @@ class Assembly:
     num_classes: int
     image_shape: tuple
     input_fn: object
+    input_source: Optional[str] = None  # for the deployment plan; None: its default
 
 
 def classes_after_offset(dataset_classes: int, labels_offset: int) -> int:
@@ -81,7 +87,10 @@ def preprocessing_family(preprocessing_name: Optional[str], network_spec) -> str
     return preprocessing_name
 
 
-def assemble_data(data: DataConfig, is_training: bool) -> Assembly:
+def assemble_data(data: DataConfig, is_training: bool,
+                  data_service_run: Optional[str] = None) -> Assembly:
+    """data_service_run: with --data_service_address, the name every training worker
+    of this run shares (so they read one job of the tf.data service)."""
     spec = dataset_factory.get_dataset(data.dataset_name, data.dataset_split_name,
                                        data.dataset_dir, data.file_pattern)
     network_spec = nets_factory.get_spec(data.model_name)
@@ -93,6 +102,9 @@ def assemble_data(data: DataConfig, is_training: bool) -> Assembly:
     # Inception training crops while decoding, guided by the record's boxes.
     inception_training = is_training and family == 'inception'
     num_classes = classes_after_offset(spec.num_classes, data.labels_offset)
+    service = (data_service.ServiceConfig(data.data_service_address, data_service_run,
+                                          data.wait_for_data_service_secs)
+               if is_training and data.data_service_address else None)
     try:
         config = input_pipeline.InputConfig(
             batch_size=data.batch_size, image_size=image_size, is_training=is_training,
@@ -101,12 +113,36 @@ def assemble_data(data: DataConfig, is_training: bool) -> Assembly:
             shuffle_buffer_size=data.shuffle_buffer_size,
             deterministic=data.deterministic, cache=data.cache, report_skipped=True,
             num_classes=num_classes,
-            decode_in_preprocessing=inception_training, use_bboxes=inception_training)
+            decode_in_preprocessing=inception_training, use_bboxes=inception_training,
+            data_service=service)
     except ValueError as error:
         raise UsageError(str(error)) from None
     input_fn = input_pipeline.make_input_fn(spec, preprocess, config)
     channels = image_channels(spec.image_shape[-1], data.use_grayscale)
-    return Assembly(spec, num_classes, (image_size, image_size, channels), input_fn)
+    return Assembly(spec, num_classes, (image_size, image_size, channels), input_fn,
+                    input_source=service.describe() if service else None)
+
+
+def assemble_synthetic_data(data: DataConfig) -> Assembly:
+    """The dataset's facts (classes, channels, split size) without its files, and an
+    input of random batches of the net's image size (--benchmark without
+    --dataset_dir)."""
+    info = dataset_factory.get_info(data.dataset_name, data.dataset_dir)
+    if data.dataset_split_name not in info.splits_to_sizes:
+        raise UsageError(f'Unknown split {data.dataset_split_name!r} for dataset '
+                         f'{data.dataset_name}; use one of: '
+                         f'{", ".join(info.splits_to_sizes)}.')
+    num_classes = classes_after_offset(info.num_classes, data.labels_offset)
+    image_size = data.image_size or nets_factory.get_spec(data.model_name).default_image_size
+    image_shape = (image_size, image_size,
+                   image_channels(info.image_shape[-1], data.use_grayscale))
+    spec = dataset_factory.DatasetSpec(
+        name=data.dataset_name, split_name=data.dataset_split_name, file_pattern='',
+        num_samples=info.splits_to_sizes[data.dataset_split_name],
+        num_classes=info.num_classes, labels_to_names=info.labels_to_names(),
+        image_shape=tuple(info.image_shape), items_to_descriptions={}, dataset_dir='')
+    return Assembly(spec, num_classes, image_shape, benchmark.synthetic_input_fn(
+        data.batch_size, image_shape, num_classes))
 
 
 def _trains_quantization_aware(train_dir: str) -> bool:

@@ -11,6 +11,7 @@ from typing import Optional
 
 from absl import flags, logging
 
+from cli import benchmark_flags
 from cli import flags as cli_flags
 from cli import run_record
 from cli.assembly import DataConfig
@@ -131,7 +132,7 @@ def training_from_flags(flag_values: flags.FlagValues = FLAGS,
         drop_path_rate=flag_values.drop_path_rate,
         flags_record=run_record.flags_record(flag_values, script or sys.argv[0]),
         deployment=None if dry_run else deployment_config_from_flags(flag_values),
-        dry_run_restore=dry_run)
+        dry_run_restore=dry_run, benchmark=benchmark_flags.from_flags(flag_values))
 
 
 def top_k_from_flags(flag_values: flags.FlagValues = FLAGS) -> tuple:
@@ -170,7 +171,8 @@ def evaluation_from_flags(flag_values: flags.FlagValues = FLAGS) -> EvaluationJo
         use_moving_averages=flag_values.moving_average_decay is not None,
         top_k=top_k_from_flags(flag_values), watch=watch_config_from_flags(flag_values),
         deployment=model_deploy.from_flags(num_clones=flag_values.num_clones,
-                                           clone_on_cpu=flag_values.clone_on_cpu))
+                                           clone_on_cpu=flag_values.clone_on_cpu),
+        benchmark=benchmark_flags.from_flags(flag_values))
 
 
 def averaging_from_flags(flag_values: flags.FlagValues = FLAGS) -> AveragingJob:

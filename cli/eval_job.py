@@ -5,13 +5,15 @@ from typing import Optional
 from absl import logging
 
 from cli import run_record
-from cli.assembly import DataConfig, assemble_data, quantization_of
+from cli.assembly import DataConfig, assemble_data, assemble_synthetic_data, quantization_of
 from core import checks, paths
 from core.errors import UsageError
 from datasets import dataset_factory, dataset_utils
 from deployment import model_deploy
 from nets import nets_factory
+from training import benchmark as benchmark_lib
 from training import checkpoint_watch, checkpoints, eval_loop
+from training.benchmark_report import Setting
 
 
 def _class_names(data: DataConfig, num_classes: int) -> list:
@@ -29,7 +31,8 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
              top_k=eval_loop.DEFAULT_TOP_K,
              watch: Optional[checkpoint_watch.WatchConfig] = None,
              deployment: Optional[model_deploy.DeploymentConfig] = None,
-             quantize: bool = False):
+             quantize: bool = False,
+             benchmark: Optional[benchmark_lib.BenchmarkConfig] = None):
     """Exact passes over the split: of one checkpoint, or with `watch` of each new
     checkpoint of the train_dir checkpoint_path until the training's last (see
     checkpoint_watch.watch_checkpoints). Prints and writes Accuracy, the top_k recalls,
@@ -37,8 +40,11 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
     are the raw ones, or their moving averages with use_moving_averages. With
     deployment, evaluates over its clones, data.batch_size examples each. Returns the
     last metrics. A quantization-aware checkpoint (or quantize, slim's --quantize) is
-    evaluated with fake quantization on, as its int8 export computes."""
-    if not checkpoint_path:
+    evaluated with fake quantization on, as its int8 export computes. With benchmark,
+    times the evaluator's forward passes instead (see _benchmark)."""
+    if benchmark is not None and watch is not None:
+        raise UsageError('--benchmark times one evaluation; drop --eval_interval_secs.')
+    if not checkpoint_path and benchmark is None:
         raise UsageError('No checkpoint given; pass --checkpoint_path=<train_dir or '
                          'checkpoint prefix>.')
     checks.check_at_least(1, unset='the whole split', max_num_batches=max_num_batches)
@@ -47,11 +53,12 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
         checkpoint_watch.check_train_dir(checkpoint_path)
     # First: clones on CPU need the device split before TensorFlow starts.
     strategy = model_deploy.create_strategy(deployment or model_deploy.from_flags())
-    if watch is None:  # one checkpoint: a directory's newest intact one, or the one named
+    if watch is None and checkpoint_path:  # a directory's newest intact one, or the one named
         checkpoint_path = checkpoints.resolve_checkpoint(checkpoint_path, verify=True)
     batch_size = data.batch_size * strategy.num_replicas_in_sync
-    assembly = assemble_data(dataclasses.replace(data, batch_size=batch_size),
-                              is_training=False)
+    assembly = (assemble_synthetic_data(data) if benchmark and not data.dataset_dir
+                else assemble_data(dataclasses.replace(data, batch_size=batch_size),
+                                   is_training=False))
     with strategy.scope():
         network = nets_factory.get_network_fn(
             data.model_name, assembly.num_classes,
@@ -59,6 +66,12 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
         network.build(assembly.image_shape)
     evaluator = eval_loop.Evaluator(network, num_classes=assembly.num_classes,
                                     top_k=top_k, strategy=strategy)
+    if benchmark is not None:
+        if checkpoint_path:
+            with strategy.scope():
+                checkpoints.restore_network(network, checkpoint_path,
+                                            use_moving_averages=use_moving_averages)
+        return _benchmark(evaluator, benchmark, data, assembly, batch_size)
     class_names = _class_names(data, assembly.num_classes)
     split_size = assembly.spec.num_samples
 
@@ -97,6 +110,22 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
     return metrics
 
 
+def _benchmark(evaluator: eval_loop.Evaluator, benchmark: benchmark_lib.BenchmarkConfig,
+               data: DataConfig, assembly, batch_size: int) -> benchmark_lib.BenchmarkRun:
+    """Times the evaluator's counting loop on synthetic batches, and on the split with
+    --dataset_dir; prints the figures. Nothing is written to --eval_dir."""
+    setting = Setting(
+        model_name=data.model_name, task='evaluation', precision='float32',
+        batch_size=data.batch_size,
+        replicas=evaluator.strategy.num_replicas_in_sync, image_shape=assembly.image_shape,
+        data=benchmark_lib.describe_data(data.dataset_name, data.dataset_split_name,
+                                         data.dataset_dir))
+    run = benchmark_lib.benchmark_evaluation(
+        evaluator, benchmark, setting, batch_size=batch_size,
+        real_dataset=assembly.input_fn(None) if data.dataset_dir else None)
+    return benchmark_lib.report(run, benchmark.json_path)
+
+
 @dataclasses.dataclass(frozen=True)
 class EvaluationJob:
     """Everything eval_image_classifier.py's flags ask for: evaluate()'s arguments."""
@@ -109,9 +138,12 @@ class EvaluationJob:
     watch: Optional[checkpoint_watch.WatchConfig] = None
     deployment: Optional[model_deploy.DeploymentConfig] = None
     quantize: bool = False
+    # Time the forward passes instead of evaluating (training.benchmark); None: evaluate.
+    benchmark: Optional[benchmark_lib.BenchmarkConfig] = None
 
 
 def run(job: EvaluationJob):
     return evaluate(job.data, job.checkpoint_path, job.eval_dir, job.max_num_batches,
                     job.use_moving_averages, top_k=job.top_k, watch=job.watch,
-                    deployment=job.deployment, quantize=job.quantize)
+                    deployment=job.deployment, quantize=job.quantize,
+                    benchmark=job.benchmark)

@@ -15,7 +15,7 @@ import typing
 
 from absl import flags
 
-from cli import flag_help, recipe_flags, startup
+from cli import benchmark_flags, data_service_flags, flag_help, recipe_flags, startup
 from datasets import dataset_factory
 from deployment import cluster, model_deploy
 from export import pipeline
@@ -145,8 +145,10 @@ def _cluster(define):
     define.string('ps_hosts', None, 'Comma-separated host:port of the parameter servers.')
     define.string('worker_hosts', None, 'Comma-separated host:port of the workers; the '
                   'first is the chief.')
-    define.enum('job_name', None, ['ps', 'worker'], 'This process\'s job in the cluster; '
-                'with --task, which task it is.')
+    define.enum('job_name', None, ['ps', 'worker', *data_service_flags.JOB_NAMES],
+                'This process\'s job in the cluster; with --task, which task it is. '
+                'data_dispatcher and data_worker serve the tf.data service instead (see '
+                '--data_service_address).')
     define.integer('task', 0, 'This task\'s index in its job (--job_name); worker 0 is the '
                    'chief.')
     define.alias('task_id', 'task', 'TF1\'s distributed trainers\' name for --task.')
@@ -400,6 +402,8 @@ GROUPS = {
     'Parity check': _parity_check,
     'Conversion': _conversion,
     'Logging': _logging,
+    'Benchmark': benchmark_flags.benchmark,
+    'tf.data service': data_service_flags.data_service_group,
 }
 
 

@@ -9,14 +9,16 @@ import tensorflow as tf
 from cli import run_record
 from cli.assembly import DataConfig
 from cli.assembly import assemble_data as _assemble_data
+from cli.assembly import assemble_synthetic_data
 from core import checks, paths, seeding
 from core.errors import DataError, UsageError
 from datasets import input_pipeline
 from deployment import model_deploy
 from deployment import plan as deployment_plan
 from nets import nets_factory, quantization
-from training import (checkpoints, gradient_accumulation, learning_rate, optimizers,
-                      train_dir_lock, train_loop)
+from training import (benchmark as benchmark_lib, checkpoints, gradient_accumulation,
+                      learning_rate, optimizers, train_dir_lock, train_loop)
+from training.benchmark_report import Setting
 
 
 def _describe_schedule(schedule: learning_rate.LearningRateSchedule,
@@ -40,10 +42,12 @@ def _describe_schedule(schedule: learning_rate.LearningRateSchedule,
 def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
           config: train_loop.TrainConfig, optimizer_config: optimizers.OptimizerConfig,
           learning_rate_config: learning_rate.LearningRateConfig, weight_decay: float,
-          quantize_delay: Optional[int] = None, drop_path_rate: float = 0.0):
+          quantize_delay: Optional[int] = None, drop_path_rate: float = 0.0,
+          benchmark: Optional[benchmark_lib.BenchmarkConfig] = None):
     """Trains data.model_name on data; returns the Trainer. With quantize_delay (a
     step; negative, as slim's -1, or None: off), quantization-aware from that step;
     drop_path_rate above 0: with stochastic depth (the net's option, unset at 0).
+    With benchmark, times the same Trainer's step instead (see _benchmark).
 
     The Trainer holds the input iterator; a script keeps it until it exits (see
     cli.guard.guarded) because destroying that iterator can stall.
@@ -53,6 +57,8 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
     # Before a task starts serving: every task of the cluster refuses alike.
     gradient_accumulation.check_deployment(config.gradient_accumulation_steps,
                                            deployment.sync_replicas)
+    if benchmark is not None:
+        benchmark_lib.check_one_process(deployment.mode)
     if deployment.serves_only:  # a ps task, or a worker the chief schedules steps on
         model_deploy.serve(deployment)
         return None
@@ -65,7 +71,13 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
         if data.seed is None:  # TensorFlow refuses unseeded random ops then
             raise UsageError('--deterministic needs --seed=N: the same N reproduces the run.')
         seeding.make_deterministic()
-    assembly = _assemble_data(data, is_training=True)
+    assembly = (assemble_synthetic_data(data) if benchmark and not data.dataset_dir
+                else _assemble_data(data, is_training=True,
+                                    data_service_run=f'{config.train_dir} {data!r}'))
+    if data.data_service_address and config.checkpoint_input_position:
+        logging.info('Input from the tf.data service: its position lives in the '
+                     'dispatcher\'s job, not in checkpoints; a resumed run rejoins the job.')
+        config = dataclasses.replace(config, checkpoint_input_position=False)
     learning_rate_fn = learning_rate.create_learning_rate_fn(
         learning_rate_config, assembly.spec.num_samples, data.batch_size,
         batches_per_update=(deployment.gradients_per_update
@@ -90,6 +102,8 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
         plan=plan, network=network, optimizer=optimizer,
         learning_rate_fn=learning_rate_fn, input_fn=assembly.input_fn,
         image_shape=assembly.image_shape, config=config)
+    if benchmark is not None:
+        return _benchmark(trainer, benchmark, data, assembly)
     if plan.is_chief:
         micro_batches = config.gradient_accumulation_steps
         recipes = ([f'accumulation: {micro_batches} micro-batches per update '
@@ -98,7 +112,9 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
         if config.distillation.enabled:
             recipes.append(f'distillation: teacher {config.distillation.describe()}')
         logging.info('%s', plan.describe(
-            batch_size=data.batch_size, train_dir=config.train_dir, extra=recipes + [
+            batch_size=data.batch_size, train_dir=config.train_dir,
+            input_source=assembly.input_source,
+            checkpoint_input_position=config.checkpoint_input_position, extra=recipes + [
                 f'learning rate: {_describe_schedule(learning_rate_fn, data.batch_size)}',
                 'variables:    ' + ', '.join(
                     f'{count} on {device or "this process"}' for device, count in
@@ -112,6 +128,27 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
         trainer.save_now()  # the steps before the bad record are kept
         raise DataError(message) from None
     return trainer
+
+
+def _benchmark(trainer: train_loop.Trainer, benchmark: benchmark_lib.BenchmarkConfig,
+               data: DataConfig, assembly) -> benchmark_lib.BenchmarkRun:
+    """Times the trainer's compiled step on synthetic data, and on the training input
+    with --dataset_dir; prints the figures. Nothing is restored or saved."""
+    setting = Setting(
+        model_name=data.model_name, task='training', precision=trainer.config.precision,
+        batch_size=data.batch_size, replicas=trainer.strategy.num_replicas_in_sync,
+        image_shape=assembly.image_shape, data=benchmark_lib.describe_data(
+            data.dataset_name, data.dataset_split_name, data.dataset_dir))
+    try:
+        run = benchmark_lib.benchmark_training(
+            trainer, benchmark, setting, num_classes=assembly.num_classes,
+            real_input_fn=assembly.input_fn if data.dataset_dir else None)
+    except tf.errors.InvalidArgumentError as error:
+        message = input_pipeline.data_error_message(error)
+        if message is None:
+            raise
+        raise DataError(message) from None
+    return benchmark_lib.report(run, benchmark.json_path)
 
 
 def dry_run_restore(data: DataConfig, config: train_loop.TrainConfig):
@@ -147,6 +184,8 @@ class TrainingJob:
     deployment: Optional[model_deploy.DeploymentConfig] = None
     dry_run_restore: bool = False
     drop_path_rate: float = 0.0  # stochastic depth; 0: off (the net's option unset)
+    # Time the training step instead of training (training.benchmark); None: train.
+    benchmark: Optional[benchmark_lib.BenchmarkConfig] = None
 
 
 def _lock_train_dir(train_dir: str) -> Optional[train_dir_lock.TrainDirLock]:
@@ -166,7 +205,17 @@ def run(job: TrainingJob):
     """Trains as job says (its Trainer is returned), or only prints the restore plan.
     Only the chief writes to the train_dir, so only the chief locks it."""
     if job.dry_run_restore:
+        if job.benchmark is not None:
+            raise UsageError('--benchmark trains nothing to restore into; pass '
+                             '--benchmark or --dry_run_restore, not both.')
         return dry_run_restore(job.data, job.config)
+    if job.benchmark is not None:  # writes nothing: no lock, no run record
+        logging.info('--benchmark: fresh weights; nothing is written to --train_dir, '
+                     'and no checkpoint there is resumed.')
+        return train(job.data, job.deployment, job.config, job.optimizer_config,
+                     job.learning_rate_config, job.weight_decay,
+                     quantize_delay=job.quantize_delay, drop_path_rate=job.drop_path_rate,
+                     benchmark=job.benchmark)
     writes = job.deployment.is_chief and not job.deployment.serves_only
     lock = _lock_train_dir(job.config.train_dir) if writes else None
     try:

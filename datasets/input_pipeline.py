@@ -15,6 +15,11 @@ Reproducible augmentation: training preprocessing draws every random choice from
 stateless ops keyed by the example's seed, the run's --seed folded with the example's
 number in this pipeline's stream (preprocessing.random_draws). The number is part of
 the iterator's checkpointed state, so a resumed run augments as the uninterrupted one.
+
+With InputConfig.data_service, the whole pipeline up to the batches runs on the tf.data
+service's data workers (datasets.data_service): no per-worker shard (the dispatcher
+hands out the files), examples keyed with a random salt as well (each data worker
+numbers its own from 0), and the input position is not checkpointable.
 """
 import dataclasses
 import random
@@ -24,6 +29,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from core.errors import DataError
+from datasets import data_service as data_service_lib
 
 AUTOTUNE = tf.data.AUTOTUNE
 # Records decoded as one group by one parallel call: errors are caught per group (a
@@ -66,6 +72,11 @@ class InputConfig:
     decode_in_preprocessing: bool = False
     # ... and the record's boxes as bbox=[1, N, 4] (ymin, xmin, ymax, xmax).
     use_bboxes: bool = False
+    # Training passes over the split; None: forever (the scripts). A pass's last partial
+    # batch is dropped.
+    num_epochs: Optional[int] = None
+    # Training only: the pipeline runs on the tf.data service's workers (datasets.data_service).
+    data_service: Optional[data_service_lib.ServiceConfig] = None
 
     def __post_init__(self):
         for name in ('num_readers', 'num_preprocessing_threads'):
@@ -73,6 +84,19 @@ class InputConfig:
             if value is not None and value < 1:
                 raise ValueError(f'--{name} must be at least 1 (or unset for AUTOTUNE), '
                                  f'got {value}.')
+        if self.num_epochs is not None and self.num_epochs < 1:
+            raise ValueError(f'num_epochs must be at least 1 (or None), got {self.num_epochs}.')
+        if self.data_service is not None:
+            if not self.is_training:
+                raise ValueError('The tf.data service serves training input only.')
+            # Each data worker would cache, and replay, only the files it was handed.
+            if self.cache:
+                raise ValueError('--cache keeps one reader\'s records, but with '
+                                 '--data_service_address every data worker reads other '
+                                 'files each epoch: drop --cache.')
+            if self.deterministic:
+                raise ValueError('--deterministic cannot hold with --data_service_address: '
+                                 'files go to whichever data worker asks first; drop one.')
 
 
 def _parallelism(value: Optional[int]) -> int:
@@ -103,8 +127,11 @@ def make_input_fn(spec, preprocess_fn: Callable, config: InputConfig):
     # AutoGraph converting them and everything they call cost ~0.5 s of start-up.
     plain = tf.autograph.experimental.do_not_convert
 
-    # Without --seed, a run still draws from a seed, its own.
-    run_seed = config.seed if config.seed is not None else random.SystemRandom().getrandbits(31)
+    service = config.data_service
+    # Without --seed, a run still draws from a seed, its own. Under the service every
+    # training worker must build the same graph, and a random salt keys the examples.
+    run_seed = (config.seed if config.seed is not None
+                else 0 if service else random.SystemRandom().getrandbits(31))
 
     def make_decode_group(pipeline_id):
         """decode_group for this pipeline: its examples draw from the run seed and its id."""
@@ -128,6 +155,13 @@ def make_input_fn(spec, preprocess_fn: Callable, config: InputConfig):
             """Exactly one element per record: decoded, or a placeholder marked
             unreadable."""
             records, paths, indices = records_paths_indices
+            if service:
+                # Every data worker numbers its examples from 0: a salt drawn per group
+                # (seed 0, 0: from the OS) keeps their augmentations apart.
+                salt = tf.raw_ops.RandomUniformInt(
+                    shape=tf.constant([], tf.int32), minval=tf.constant(0, tf.int64),
+                    maxval=tf.constant(2 ** 62, tf.int64), seed=0, seed2=0)
+                positions = tf.bitwise.bitwise_xor(positions, salt)
             decoded = tf.data.Dataset.from_tensor_slices(
                 (records, paths, indices, positions)).map(parse_and_preprocess)
             image_spec = decoded.element_spec[0]
@@ -166,15 +200,13 @@ def make_input_fn(spec, preprocess_fn: Callable, config: InputConfig):
             skipped = tf.identity(skipped)
         return (seen, skipped), (image, label, readable, skipped)
 
-    def input_fn(input_context: Optional[tf.distribute.InputContext] = None):
-        num_pipelines = input_context.num_input_pipelines if input_context else 1
-        pipeline_id = input_context.input_pipeline_id if input_context else 0
+    def build(num_pipelines: int, pipeline_id: int) -> tf.data.Dataset:
         dataset = tf.data.Dataset.from_tensor_slices(files)
         shard_records = len(files) < num_pipelines
         if num_pipelines > 1 and not shard_records:
             dataset = dataset.shard(num_pipelines, pipeline_id)
         if config.is_training and not config.cache:
-            dataset = dataset.shuffle(len(files), seed=config.seed).repeat()
+            dataset = dataset.shuffle(len(files), seed=config.seed).repeat(config.num_epochs)
         readers = _parallelism(config.num_readers)
         dataset = dataset.interleave(
             _read_shard, cycle_length=readers, num_parallel_calls=readers,
@@ -184,7 +216,7 @@ def make_input_fn(spec, preprocess_fn: Callable, config: InputConfig):
         if config.cache:
             dataset = dataset.cache()
             if config.is_training:
-                dataset = dataset.repeat()
+                dataset = dataset.repeat(config.num_epochs)
         if config.is_training:
             dataset = dataset.shuffle(config.shuffle_buffer_size, seed=config.seed)
         threads = _parallelism(config.num_preprocessing_threads)
@@ -216,4 +248,22 @@ def make_input_fn(spec, preprocess_fn: Callable, config: InputConfig):
             tf.data.experimental.ExternalStatePolicy.IGNORE)
         return dataset.prefetch(AUTOTUNE).with_options(options)
 
-    return input_fn
+    if service is None:
+        def input_fn(input_context: Optional[tf.distribute.InputContext] = None):
+            num_pipelines = input_context.num_input_pipelines if input_context else 1
+            pipeline_id = input_context.input_pipeline_id if input_context else 0
+            return build(num_pipelines, pipeline_id)
+
+        return input_fn
+    # Registered once, here (bounded waits); every training worker's input_fn then reads
+    # the one job, unsharded: the dispatcher splits the files (pipeline id unused).
+    service_side = build(1, 0)
+    dataset_id = data_service_lib.register(
+        service_side, service, service.dataset_id(dataclasses.astuple(config), files))
+    element_spec = service_side.element_spec
+
+    def service_input_fn(input_context: Optional[tf.distribute.InputContext] = None):
+        del input_context
+        return data_service_lib.read(service, dataset_id, element_spec).prefetch(AUTOTUNE)
+
+    return service_input_fn

@@ -350,9 +350,36 @@ def variable_placement(variables: Sequence[tf.Variable]) -> dict:
     return dict(sorted(counts.items()))
 
 
+# Where each worker's input comes from without the tf.data service (datasets.input_pipeline).
+_WORKERS_INPUT = {
+    MULTI_WORKER: 'each worker reads its own shard of the split\'s files (of its records '
+                  'if there are fewer files than workers)',
+    PARAMETER_SERVER: 'each worker reads the whole split in its own shuffled order (not '
+                      'sharded)',
+}
+
+
+def _input_position(mode: str, saved_if_possible: bool, from_service: bool) -> str:
+    """Whether checkpoints hold the input position, and why not."""
+    if from_service:
+        why = 'the tf.data service\'s job holds it; a resumed run rejoins the job'
+    elif not saved_if_possible:
+        why = '--nocheckpoint_input_position; a resumed run reads a fresh shuffle'
+    elif mode in _WORKERS_INPUT:
+        # The chief alone saves, and each worker's iterator lives in its own process.
+        why = ('each worker\'s iterator is its own and the chief alone saves; a resumed '
+               'run reads a fresh shuffle')
+    else:
+        return 'saved with each checkpoint: a resumed run reads on from it'
+    return f'not checkpointed ({why})'
+
+
 def describe_plan(config: DeploymentConfig, strategy: tf.distribute.Strategy, *,
-                  batch_size: int, train_dir: str, extra: Sequence[str] = ()) -> str:
-    """The plan the chief logs at start, one block."""
+                  batch_size: int, train_dir: str, extra: Sequence[str] = (),
+                  input_source: Optional[str] = None,
+                  checkpoint_input_position: bool = True) -> str:
+    """The plan the chief logs at start, one block. input_source: where the input comes
+    from when not from the files read by each worker (the tf.data service)."""
     mode = config.mode
     replicas = strategy.num_replicas_in_sync
     cluster = config.cluster
@@ -378,6 +405,12 @@ def describe_plan(config: DeploymentConfig, strategy: tf.distribute.Strategy, *,
         lines += [f'replicas:     {in_sync} in sync',
                   f'batch:        {batch_size} per replica, {batch_size * replicas} '
                   'global']
+    from_service = input_source is not None
+    input_source = input_source or _WORKERS_INPUT.get(mode)
+    if input_source:
+        lines.append(f'input:        {input_source}')
+    lines.append('input position: ' + _input_position(mode, checkpoint_input_position,
+                                                      from_service))
     lines += list(extra)
     writer = 'worker 0 (the chief)' if cluster is not None else 'this process'
     lines.append(f'checkpoints:  written by {writer} to {train_dir}')

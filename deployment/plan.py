@@ -87,10 +87,14 @@ class DeploymentPlan:
             return None
         return self.strategy.cluster_resolver.cluster_spec().as_dict()
 
-    def describe(self, *, batch_size: int, train_dir: str, extra: Sequence[str] = ()) -> str:
+    def describe(self, *, batch_size: int, train_dir: str, extra: Sequence[str] = (),
+                 input_source: Optional[str] = None,
+                 checkpoint_input_position: bool = True) -> str:
         config = self.config or model_deploy.DeploymentConfig()
-        return model_deploy.describe_plan(config, self.strategy, batch_size=batch_size,
-                                          train_dir=train_dir, extra=extra)
+        return model_deploy.describe_plan(
+            config, self.strategy, batch_size=batch_size, train_dir=train_dir,
+            extra=extra, input_source=input_source,
+            checkpoint_input_position=checkpoint_input_position)
 
 
 def for_strategy(strategy: tf.distribute.Strategy, *, is_chief: bool = True,

@@ -103,6 +103,34 @@ class Evaluator:
             body, (zero, confusion, hits, zero, tf.constant(True)))
         return batches, confusion, hits, skipped
 
+    def global_batch(self, batch_size: int) -> int:
+        """Examples per counted batch: batch_size rounded up to a multiple of the
+        replicas (short batches are padded to it)."""
+        replicas = self.strategy.num_replicas_in_sync
+        return max(replicas, -(-batch_size // replicas) * replicas)
+
+    def batches(self, dataset: tf.data.Dataset, batch_size: Optional[int] = None):
+        """An iterator of dataset's batches as the counting loop reads them: padded to
+        global_batch(batch_size) (default: the first batch's size), split over the
+        replicas."""
+        if batch_size is None:
+            batch_size = int(tf.shape(next(iter(dataset))[1])[0])
+        return iter(self.strategy.experimental_distribute_dataset(
+            _padded(dataset, self.global_batch(batch_size))))
+
+    def count_only(self, iterator, num_batches: int) -> int:
+        """Counts num_batches batches of `iterator` (from batches()) in calls of the
+        compiled loop, as evaluate() does, and drops the counts: what --benchmark
+        times. Returns the batches read (fewer if the data ended)."""
+        counted = 0
+        while counted < num_batches:
+            wanted = min(BATCHES_PER_CALL, num_batches - counted)
+            batches = int(self._count(iterator, tf.constant(wanted, tf.int64))[0])
+            counted += batches
+            if batches < wanted:
+                break
+        return counted
+
     def evaluate(self, dataset: tf.data.Dataset, *, batch_size: Optional[int] = None,
                  num_examples: Optional[int] = None,
                  max_num_batches: Optional[int] = None) -> Dict:
@@ -113,17 +141,11 @@ class Evaluator:
         The optional third item counts examples the input pipeline could not decode so
         far (reported as num_unreadable). `num_examples` only sizes the progress bar.
         """
-        replicas = self.strategy.num_replicas_in_sync
-        if batch_size is None:
-            batch_size = int(tf.shape(next(iter(dataset))[1])[0])
-        global_batch = max(replicas, -(-batch_size // replicas) * replicas)
-        distributed = self.strategy.experimental_distribute_dataset(
-            _padded(dataset, global_batch))
+        iterator = self.batches(dataset, batch_size)
         confusion = np.zeros([self.num_classes] * 2, np.int64)
         hits = np.zeros(len(self.top_k), np.int64)
         unreadable = 0
         progress = ProgressBar('eval', num_examples)
-        iterator = iter(distributed)
         counted = 0
         while max_num_batches is None or counted < max_num_batches:
             wanted = BATCHES_PER_CALL if max_num_batches is None else min(

@@ -85,6 +85,14 @@ class Trainer:
         self._attach_input()
         return self.steps.train_n_steps(num_steps)
 
+    def inner_loop(self, input_fn: Callable):
+        """Another inner loop of this model step, reading input_fn as the Trainer reads
+        its own (gradient accumulation included); training.benchmark times it."""
+        return self.plan.inner_loop(
+            self.model_step, gradient_accumulation.stack_micro_batches(
+                input_fn, self.config.gradient_accumulation_steps),
+            jit_compile=self.config.jit_compile)
+
     def _restore_or_initialize(self) -> int:
         config = self.config
         if self.is_chief:  # before this run saves anything: a killed save's leftovers

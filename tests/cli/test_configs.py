@@ -24,7 +24,9 @@ UNNAMED_FIELDS = [
     (TRAIN, batch_mixing.MixingConfig, set()),
     (TRAIN, distillation.DistillationConfig, set()),
     (TRAIN, DataConfig, {'image_size'}),
-    (EVAL, DataConfig, {'image_size', 'seed', 'augmentation'}),  # evaluation: none
+    # Evaluation neither augments nor reads through the tf.data service.
+    (EVAL, DataConfig, {'image_size', 'seed', 'augmentation', 'data_service_address',
+                        'wait_for_data_service_secs'}),
     (EXPORT, ExportConfig, {'use_moving_averages'}),
     (EXPORT, pipeline.ExportRequest, {'targets', 'training_graph', 'float_tolerance',
                                       'labels_dir'}),

@@ -130,6 +130,7 @@ def test_the_plan_is_one_block_naming_strategy_cluster_batch_and_writer():
         '  strategy:     mirrored (MirroredStrategy)',
         '  replicas:     2 in sync',
         '  batch:        16 per replica, 32 global',
+        '  input position: saved with each checkpoint: a resumed run reads on from it',
         '  learning rate: 0.01, fixed',
         '  checkpoints:  written by this process to /t']
 

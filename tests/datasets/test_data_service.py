@@ -1,0 +1,155 @@
+"""Input on the tf.data service, with real processes on 127.0.0.1: a dispatcher and data
+workers started as users start them (train_image_classifier.py --job_name=data_...),
+consumers through the real input_fn, and training through the script.
+
+Every wait is bounded, and every child is killed when a test ends, whatever happened.
+"""
+import collections
+import json
+import re
+import signal
+import socket
+import time
+
+import numpy as np
+import pytest
+
+from helpers import testing_utils
+from helpers.cluster_processes import ROOT, TRAIN, free_ports, processes
+from helpers.scripts import run_script
+
+CONSUMER = ROOT / 'tests' / 'helpers' / 'run_data_service_consumer.py'
+NUM_FILES, PER_FILE = 6, 20  # ids 0..119; 20 per file: no data worker ends mid-batch
+
+
+def start_service(group, num_workers):
+    """A dispatcher and data workers on free ports, each serving; the dispatcher's
+    address."""
+    ports = free_ports(1 + num_workers)
+    address = f'grpc://127.0.0.1:{ports[0]}'
+    group.start('dispatcher', [TRAIN, '--job_name=data_dispatcher',
+                               f'--data_service_address={address}'])
+    for index, port in enumerate(ports[1:]):
+        group.start(f'data_worker{index}', [
+            TRAIN, '--job_name=data_worker', f'--data_service_address={address}',
+            f'--data_worker_address=127.0.0.1:{port}'])
+    for index in range(num_workers):
+        group.wait_for_log(f'data_worker{index}', r'Serving as the data worker', 120)
+    return address
+
+
+@pytest.fixture(scope='module')
+def ids_data(tmp_path_factory):
+    """A `shapes`-layout train split whose labels are example ids 0..119, in 6 files."""
+    from datasets import dataset_utils
+    directory = tmp_path_factory.mktemp('ids')
+    rng = np.random.default_rng(0)
+    for shard in range(NUM_FILES):
+        ids = np.arange(shard * PER_FILE, (shard + 1) * PER_FILE)
+        images = rng.integers(0, 256, (PER_FILE, 32, 32, 3), dtype=np.uint8)
+        dataset_utils.write_tfrecord(
+            str(directory / f'shapes_train_{shard:05d}-of-{NUM_FILES:05d}.tfrecord'),
+            images, ids)
+    return directory
+
+
+def test_two_training_workers_see_every_id_once_over_one_epoch(tmp_path, ids_data):
+    """Two data workers, two consumers of one job, one epoch: each id exactly once, in
+    all; then SIGTERM stops the servers cleanly."""
+    with processes(tmp_path) as group:
+        address = start_service(group, num_workers=2)
+        outputs = [tmp_path / f'consumer{i}.json' for i in range(2)]
+        for index, out in enumerate(outputs):
+            group.start(f'consumer{index}', [CONSUMER, ids_data, address, out, index, 2])
+        for index in range(2):
+            assert group.wait(f'consumer{index}', 180) == 0, group.log(f'consumer{index}')
+        for name in ('dispatcher', 'data_worker0', 'data_worker1'):
+            group.children[name].send_signal(signal.SIGTERM)
+            assert group.wait(name, 30) == 0, group.log(name)[-2000:]
+            assert re.search(r'(dispatcher|data worker) at \S+ stopped\.', group.log(name))
+    seen = [json.loads(out.read_text())['ids'] for out in outputs]
+    counts = collections.Counter(seen[0] + seen[1])
+    assert sorted(counts) == list(range(NUM_FILES * PER_FILE))
+    assert set(counts.values()) == {1}, {i: n for i, n in counts.items() if n > 1}
+    # Both read from the one job (throttled, started together): neither got it all.
+    assert seen[0] and seen[1]
+
+
+@pytest.mark.slow  # also the docs' block (docs/distributed.md), in test-slow
+def test_training_reads_through_the_service(tmp_path):
+    """One device, cifarnet on shapes: input from a dispatcher and one data worker."""
+    data = tmp_path / 'shapes'
+    testing_utils.write_small_shapes(str(data), num_train=64, num_validation=16)
+    with processes(tmp_path) as group:
+        address = start_service(group, num_workers=1)
+        group.start('train', [
+            TRAIN, f'--data_service_address={address}', '--dataset_name=shapes',
+            f'--dataset_dir={data}', '--model_name=cifarnet', f'--train_dir={tmp_path / "t"}',
+            '--batch_size=8', '--max_number_of_steps=6', '--seed=1'])
+        assert group.wait('train', 180) == 0, group.log('train')[-3000:]
+        log = group.log('train')
+    assert f'input:        tf.data service at {address}, dynamic sharding' in log
+    assert 'global step 6:' in log
+    assert (tmp_path / 't' / 'model.ckpt-6.index').exists()
+
+
+def _one_error_line(result):
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert lines and lines[-1].startswith('ERROR: '), result.stderr[-2000:]
+    assert 'Traceback' not in result.stderr and 'grpc' not in lines[-1].lower().replace(
+        'grpc://', ''), result.stderr[-2000:]
+    return lines[-1]
+
+
+def test_a_malformed_address_is_one_line(tmp_path):
+    line = _one_error_line(run_script(
+        'train_image_classifier.py', '--data_service_address=127.0.0.1',
+        '--dataset_name=shapes', f'--dataset_dir={tmp_path}', f'--train_dir={tmp_path / "t"}',
+        timeout=120))
+    assert "--data_service_address='127.0.0.1' is not grpc://host:port" in line
+
+
+def test_an_unreachable_dispatcher_is_one_line_after_the_wait(tmp_path):
+    data = tmp_path / 'shapes'
+    testing_utils.write_small_shapes(str(data), num_train=8, num_validation=4)
+    port, = free_ports(1)
+    start = time.monotonic()
+    line = _one_error_line(run_script(
+        'train_image_classifier.py', f'--data_service_address=grpc://127.0.0.1:{port}',
+        '--wait_for_data_service_secs=2', '--dataset_name=shapes', f'--dataset_dir={data}',
+        '--model_name=cifarnet', f'--train_dir={tmp_path / "t"}', '--max_number_of_steps=1',
+        timeout=120))
+    assert f'No tf.data dispatcher answers at grpc://127.0.0.1:{port} (waited 2 s)' in line
+    assert '--job_name=data_dispatcher' in line
+    assert time.monotonic() - start < 60
+
+
+@pytest.mark.parametrize('role', ['data_dispatcher', 'data_worker'])
+def test_a_taken_port_is_one_line(role):
+    with socket.socket() as holder:
+        holder.bind(('', 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        dispatcher = f'grpc://127.0.0.1:{port if role == "data_dispatcher" else 1}'
+        line = _one_error_line(run_script(
+            'train_image_classifier.py', f'--job_name={role}',
+            f'--data_service_address={dispatcher}', f'--data_worker_address=127.0.0.1:{port}',
+            timeout=120))
+    assert f'Port {port} of the ' in line and 'is already in use' in line
+
+
+def test_a_listener_that_is_not_a_dispatcher_is_one_line(tmp_path):
+    data = tmp_path / 'shapes'
+    testing_utils.write_small_shapes(str(data), num_train=8, num_validation=4)
+    with socket.socket() as listener:  # accepts connections, never speaks gRPC
+        listener.bind(('127.0.0.1', 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+        line = _one_error_line(run_script(
+            'train_image_classifier.py', f'--data_service_address=grpc://127.0.0.1:{port}',
+            '--wait_for_data_service_secs=2', '--dataset_name=shapes',
+            f'--dataset_dir={data}', '--model_name=cifarnet',
+            f'--train_dir={tmp_path / "t"}', '--max_number_of_steps=1', timeout=120))
+    assert (f'Something listens at grpc://127.0.0.1:{port} but did not answer as a '
+            'tf.data dispatcher within 2 s') in line
