@@ -13,7 +13,8 @@ import signal
 import pytest
 
 from helpers import testing_utils
-from helpers.cluster_processes import EVAL, TRAIN, free_ports, lines_with_error, processes
+from helpers.cluster_processes import (EVAL, TRAIN, free_ports, killed_task_log,
+                                      lines_with_error, processes)
 
 # A batch-norm net small enough for 2 cores: mobilenet_v1 at 64x64 (a 2x2 final map).
 BATCH_NORM_NET = ('--model_name=mobilenet_v1', '--train_image_size=64')
@@ -72,9 +73,7 @@ def test_a_killed_worker_is_named_in_the_chiefs_one_line(tmp_path, shapes_data):
         ports = start_workers(group, shapes_data, tmp_path / 'train',
                               '--max_number_of_steps=100000')
         group.wait_for_log('worker0', r'global step 20: loss', timeout=180)
-        group.kill('worker1')
-        assert group.wait('worker0', timeout=120) == 1
-        chief_log = group.log('worker0')
+        chief_log = killed_task_log(group, 'worker1', 'worker0')
     assert lines_with_error(chief_log) == [
         f'ERROR: worker task 1 (127.0.0.1:{ports[1]}) stopped answering, so training '
         'stopped; restart every worker with the same flags: training resumes from the '

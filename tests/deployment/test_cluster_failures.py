@@ -7,7 +7,8 @@ import re
 import pytest
 
 from helpers import testing_utils
-from helpers.cluster_processes import TRAIN, free_ports, lines_with_error, processes
+from helpers.cluster_processes import (TRAIN, free_ports, killed_task_log, lines_with_error,
+                                      processes)
 
 
 @pytest.fixture(scope='module')
@@ -38,9 +39,7 @@ def test_a_dead_ps_task_is_the_chiefs_one_error_line_and_the_cluster_resumes(
                                          f'--task={task}'])
         group.start('chief', [*training, '--max_number_of_steps=100000'])
         group.wait_for_log('chief', r'Saved checkpoint .*model\.ckpt-\d+', timeout=180)
-        group.kill('ps1')
-        assert group.wait('chief', timeout=120) == 1
-        failed = group.log('chief')
+        failed = killed_task_log(group, 'ps1', 'chief')
         assert lines_with_error(failed) == [
             f'ERROR: ps task 1 (127.0.0.1:{ports[1]}) stopped answering, so training '
             'stopped; restart that task, then this one: training resumes from the last '

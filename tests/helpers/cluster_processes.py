@@ -94,3 +94,10 @@ def lines_with_error(log: str):
     ('E0000 00:00:...'), and tracebacks."""
     return [line for line in log.splitlines()
             if 'ERROR' in line or 'Traceback' in line or re.match(r'E\d{4} ', line)]
+
+
+def killed_task_log(group, killed: str, survivor: str, timeout=120) -> str:
+    """SIGKILLs task `killed`; the surviving task must then exit 1. Its log."""
+    group.kill(killed)
+    assert group.wait(survivor, timeout=timeout) == 1, group.log(survivor)[-3000:]
+    return group.log(survivor)
