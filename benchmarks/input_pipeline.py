@@ -11,7 +11,8 @@ and decodes the whole image (tf.io.decode_image), nothing else; "train" is the i
 function train_image_classifier.py builds (shuffle, robust decode, preprocessing for
 training - for inception a crop decoded straight from the JPEG - and batching). They
 alternate for --rounds rounds (the machine is shared and noisy); printed are the median
-images/sec of each and their ratio. Then --model_name trains for --train_steps on
+images per second and per CPU-second (all of this process's threads) of each, and the
+per-round ratios, median [min, max]. Then --model_name trains for --train_steps on
 the training pipeline, and the fraction of step time spent waiting for the next batch
 is printed.
 
@@ -96,11 +97,18 @@ def train_dataset(spec):
 
 
 def images_per_sec(iterator, num_batches):
+    """(images per second, images per CPU-second of this process, all its threads)."""
     next(iterator)  # the first batch includes start-up
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     for _ in range(num_batches):
         next(iterator)
-    return num_batches * FLAGS.batch_size / (time.perf_counter() - started)
+    images = num_batches * FLAGS.batch_size
+    return (images / (time.perf_counter() - started),
+            images / (time.process_time() - cpu_started))
+
+
+def _spread(values):
+    return (f'{statistics.median(values):.2f} [{min(values):.2f}, {max(values):.2f}]')
 
 
 def input_wait_fraction(spec):
@@ -151,11 +159,13 @@ def main(argv):
     print(f'cores: {os.cpu_count()}, dataset: {FLAGS.dataset_name}, preprocessing: '
           f'{FLAGS.preprocessing_name} at {FLAGS.image_size}, batch {FLAGS.batch_size}, '
           f'augmentation: {FLAGS.augmentation}, random erasing: {FLAGS.random_erase_prob:g}')
-    print(f'raw read+decode: {statistics.median(raw):.0f} img/s  (rounds: '
-          f'{", ".join(f"{r:.0f}" for r in raw)})')
-    print(f'training pipeline: {statistics.median(train):.0f} img/s  (rounds: '
-          f'{", ".join(f"{r:.0f}" for r in train)})')
-    print(f'ratio training/raw: {statistics.median(train) / statistics.median(raw):.2f}')
+    for name, rounds in (('raw read+decode', raw), ('training pipeline', train)):
+        print(f'{name}: {statistics.median(r[0] for r in rounds):.0f} img/s, '
+              f'{statistics.median(r[1] for r in rounds):.0f} img/CPU-s  (rounds: '
+              f'{", ".join(f"{r[0]:.0f}" for r in rounds)} img/s)')
+    print('training / raw, per-round ratio, median [min, max]: '
+          f'{_spread([t[0] / r[0] for t, r in zip(train, raw)])} by wall time, '
+          f'{_spread([t[1] / r[1] for t, r in zip(train, raw)])} per CPU-second')
     if FLAGS.model_name:
         fraction, rate = input_wait_fraction(spec)
         print(f'{FLAGS.model_name} training: {rate:.1f} img/s, waiting for input '

@@ -43,9 +43,15 @@ _MARK = '@@data-error@@'
 _MARKED = re.compile(r'\[' + _MARK + r'\] \[(.*?)\] \[' + _MARK + r'\]', re.DOTALL)
 
 
-def _stop_unless(condition, message):
-    """Asserts condition inside tf.data; message: a string tensor naming file and fix."""
-    return tf.debugging.Assert(condition, [_MARK, message, _MARK])
+def _stop_unless(condition, template, inputs):
+    """Asserts condition inside tf.data; the message (naming file and fix) is
+    tf.strings.format(template, inputs), formatted only when the check fails: per example
+    the formatting cost more than the check."""
+    def fail():
+        message = tf.strings.format(template, inputs)
+        with tf.control_dependencies([tf.debugging.Assert(False, [_MARK, message, _MARK])]):
+            return tf.no_op()
+    return tf.cond(condition, tf.no_op, fail)
 
 
 def data_error_message(error: Exception) -> Optional[str]:
@@ -183,19 +189,17 @@ def make_input_fn(spec, preprocess_fn: Callable, config: InputConfig):
         if config.is_training:
             checks.append(_stop_unless(
                 tf.logical_or(skipped < _MIN_SKIPPED_TO_FAIL, 2 * skipped < seen),
-                tf.strings.format(
-                    'Most examples cannot be decoded ({} of {} so far, the last in {} '
-                    'record {}); check that --dataset_name and --dataset_dir match the '
-                    'data, or convert it again.', (skipped, seen, path, index))))
+                'Most examples cannot be decoded ({} of {} so far, the last in {} record '
+                '{}); check that --dataset_name and --dataset_dir match the data, or '
+                'convert it again.', (skipped, seen, path, index)))
         if config.num_classes is not None:
             in_range = tf.logical_and(label >= 0, label < config.num_classes)
             checks.append(_stop_unless(
                 tf.logical_or(tf.logical_not(readable), in_range),
-                tf.strings.format(
-                    'Label {} of record {} in {} is outside [0, {}) after '
-                    '--labels_offset={}; fix the labels of that file, or pass the '
-                    '--dataset_name and --labels_offset that match the data.',
-                    (label, index, path, config.num_classes, config.labels_offset))))
+                'Label {} of record {} in {} is outside [0, {}) after --labels_offset={}; '
+                'fix the labels of that file, or pass the --dataset_name and '
+                '--labels_offset that match the data.',
+                (label, index, path, config.num_classes, config.labels_offset)))
         with tf.control_dependencies(checks):
             skipped = tf.identity(skipped)
         return (seen, skipped), (image, label, readable, skipped)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from preprocessing import inception_preprocessing
+from preprocessing import image_ops, inception_preprocessing, random_draws
 
 SEEDS = range(20)
 
@@ -82,3 +82,34 @@ def test_one_channel_input_is_treated_as_rgb(is_training):
 def test_distort_color_rejects_unknown_ordering():
     with pytest.raises(ValueError, match="color_ordering"):
         inception_preprocessing.distort_color(tf.zeros([4, 4, 3]), 2, fast_mode=True)
+
+
+@pytest.mark.parametrize("low, high", [(0.0, 1.0), (-0.3, 1.3), (-1.0, 0.05)])
+def test_closed_form_saturation_matches_tensorflow_kernel(low, high):
+    image = tf.constant(np.random.default_rng(0).uniform(low, high, (32, 32, 3)),
+                        tf.float32)
+    grey = tf.fill([4, 4, 3], 0.4)
+    for factor in (0.0, 0.5, 1.0, 1.37, 3.0):
+        np.testing.assert_allclose(image_ops.adjust_saturation(image, factor),
+                                   tf.image.adjust_saturation(image, factor), atol=1e-6)
+        np.testing.assert_allclose(image_ops.adjust_saturation(grey, factor), grey)
+
+
+def test_fused_fast_mode_jitter_equals_the_ops_one_by_one():
+    """The XLA-fused flip + colour jitter makes the draws and output of
+    stateless_random_flip_left_right then distort_color in the drawn order."""
+    image = tf.constant(np.random.default_rng(1).uniform(0, 1, (24, 24, 3)), tf.float32)
+    cases = set()
+    for seed in range(24):
+        _, _, flip_seed, ordering_seed, color_seed = random_draws.split(
+            tf.constant([seed, 5]), 5)
+        expected = tf.image.stateless_random_flip_left_right(image, flip_seed)
+        expected = random_draws.choice(
+            ordering_seed, 2, lambda ordering: lambda: inception_preprocessing.distort_color(
+                expected, ordering, True, color_seed))
+        draws = inception_preprocessing._fast_mode_draws(flip_seed, ordering_seed,
+                                                         color_seed)
+        fused = inception_preprocessing._fast_mode_jitter(image, *draws)
+        np.testing.assert_allclose(fused, (expected - 0.5) * 2.0, atol=2e-6)
+        cases.add((bool(draws[0]), bool(draws[3])))
+    assert len(cases) == 4  # both flips, both orders
