@@ -239,3 +239,14 @@ def test_hparams_hold_every_set_flag_in_a_type_tensorboard_takes(tmp_path, monke
     assert values == {'model_name': 'cifarnet', 'learning_rate': 0.5,
                       'clone_on_cpu': False, 'trainable_scopes': 'CifarNet/logits,CifarNet/fc4',
                       'top_k': '1,5', 'optimizer': 'rmsprop'}
+
+
+def test_hparams_summary_is_the_one_tensorboard_makes():
+    """Built from the plugin's protos (its summary module costs start-up time): the same
+    bytes as tensorboard.plugins.hparams.summary_v2.hparams_pb."""
+    from tensorboard.plugins.hparams import summary_v2
+    values = {'model_name': 'cifarnet', 'learning_rate': 0.5, 'clone_on_cpu': False,
+              'max_number_of_steps': 1000, 'top_k': '1,5'}
+    ours = run_record.hparams_summary(values, start_time_secs=1234.5)
+    assert ours.SerializeToString() == summary_v2.hparams_pb(
+        values, start_time_secs=1234.5).SerializeToString()
