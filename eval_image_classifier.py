@@ -16,7 +16,8 @@ from cli import configs, eval_job, guard  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 
 FLAG_GROUPS = ('Model', 'Dataset', 'Input pipeline', 'Weights', 'Quantization',
-               'Evaluation', 'Continuous evaluation', 'Devices', 'Logging', 'Benchmark')
+               'Evaluation', 'Continuous evaluation', 'Devices', 'Device performance',
+               'Logging', 'Benchmark')
 cli_flags.define(FLAG_GROUPS, usage=__doc__)
 
 

@@ -16,7 +16,8 @@ from cli import flags as cli_flags  # noqa: E402
 FLAG_GROUPS = ('Model', 'Dataset', 'Input pipeline', 'Training', 'Augmentation',
                'Batch recipes', 'Stochastic depth', 'Distillation', 'Optimizer',
                'Learning rate', 'Weights', 'Fine-tuning', 'Checkpoints and progress',
-               'Devices', 'Cluster', 'tf.data service', 'Logging', 'Benchmark')
+               'Devices', 'Device performance', 'Cluster', 'tf.data service', 'Logging',
+               'Benchmark')
 cli_flags.define(FLAG_GROUPS, usage=__doc__)
 
 

@@ -11,7 +11,7 @@ from typing import Optional
 
 from absl import flags, logging
 
-from cli import benchmark_flags
+from cli import benchmark_flags, device_flags
 from cli import flags as cli_flags
 from cli import run_record
 from cli.assembly import DataConfig
@@ -98,7 +98,9 @@ def deployment_config_from_flags(
         task=flag_values.task, sync_replicas=flag_values.sync_replicas,
         replicas_to_aggregate=flag_values.replicas_to_aggregate,
         strategy=flag_values.strategy, cluster=resolved,
-        wait_for_chief_secs=flag_values.wait_for_chief_secs)
+        wait_for_chief_secs=flag_values.wait_for_chief_secs,
+        all_reduce=device_flags.all_reduce_from_flags(flag_values),
+        prefetch=device_flags.prefetch_from_flags(flag_values))
 
 
 def _note_slim_session_target(flag_values: flags.FlagValues):
@@ -132,7 +134,8 @@ def training_from_flags(flag_values: flags.FlagValues = FLAGS,
         drop_path_rate=flag_values.drop_path_rate,
         flags_record=run_record.flags_record(flag_values, script or sys.argv[0]),
         deployment=None if dry_run else deployment_config_from_flags(flag_values),
-        dry_run_restore=dry_run, benchmark=benchmark_flags.from_flags(flag_values))
+        dry_run_restore=dry_run, benchmark=benchmark_flags.from_flags(flag_values),
+        threads=device_flags.threads_from_flags(flag_values))
 
 
 def top_k_from_flags(flag_values: flags.FlagValues = FLAGS) -> tuple:
@@ -170,9 +173,12 @@ def evaluation_from_flags(flag_values: flags.FlagValues = FLAGS) -> EvaluationJo
         EvaluationJob, flag_values, data=data,
         use_moving_averages=flag_values.moving_average_decay is not None,
         top_k=top_k_from_flags(flag_values), watch=watch_config_from_flags(flag_values),
-        deployment=model_deploy.from_flags(num_clones=flag_values.num_clones,
-                                           clone_on_cpu=flag_values.clone_on_cpu),
-        benchmark=benchmark_flags.from_flags(flag_values))
+        deployment=model_deploy.from_flags(
+            num_clones=flag_values.num_clones, clone_on_cpu=flag_values.clone_on_cpu,
+            all_reduce=device_flags.all_reduce_from_flags(flag_values),
+            prefetch=device_flags.prefetch_from_flags(flag_values)),
+        benchmark=benchmark_flags.from_flags(flag_values),
+        threads=device_flags.threads_from_flags(flag_values))
 
 
 def averaging_from_flags(flag_values: flags.FlagValues = FLAGS) -> AveragingJob:

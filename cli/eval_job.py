@@ -6,8 +6,9 @@ from absl import logging
 
 from cli import run_record
 from cli.assembly import DataConfig, assemble_data, assemble_synthetic_data, quantization_of
-from core import checks, paths
+from core import checks, paths, threads
 from core.errors import UsageError
+from core.threads import ThreadConfig
 from datasets import dataset_factory, dataset_utils
 from deployment import model_deploy
 from nets import nets_factory
@@ -52,7 +53,8 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
     if watch is not None:
         checkpoint_watch.check_train_dir(checkpoint_path)
     # First: clones on CPU need the device split before TensorFlow starts.
-    strategy = model_deploy.create_strategy(deployment or model_deploy.from_flags())
+    deployment = deployment or model_deploy.from_flags()
+    strategy = model_deploy.create_strategy(deployment)
     if watch is None and checkpoint_path:  # a directory's newest intact one, or the one named
         checkpoint_path = checkpoints.resolve_checkpoint(checkpoint_path, verify=True)
     batch_size = data.batch_size * strategy.num_replicas_in_sync
@@ -65,7 +67,8 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
             quantization=quantization_of(checkpoint_path, quantize))
         network.build(assembly.image_shape)
     evaluator = eval_loop.Evaluator(network, num_classes=assembly.num_classes,
-                                    top_k=top_k, strategy=strategy)
+                                    top_k=top_k, strategy=strategy,
+                                    input_options=deployment.prefetch.input_options)
     if benchmark is not None:
         if checkpoint_path:
             with strategy.scope():
@@ -140,9 +143,11 @@ class EvaluationJob:
     quantize: bool = False
     # Time the forward passes instead of evaluating (training.benchmark); None: evaluate.
     benchmark: Optional[benchmark_lib.BenchmarkConfig] = None
+    threads: ThreadConfig = ThreadConfig()  # applied before any op
 
 
 def run(job: EvaluationJob):
+    threads.apply(job.threads)  # before TensorFlow's first op
     return evaluate(job.data, job.checkpoint_path, job.eval_dir, job.max_num_batches,
                     job.use_moving_averages, top_k=job.top_k, watch=job.watch,
                     deployment=job.deployment, quantize=job.quantize,

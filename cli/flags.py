@@ -15,7 +15,8 @@ import typing
 
 from absl import flags
 
-from cli import benchmark_flags, data_service_flags, flag_help, recipe_flags, startup
+from cli import (benchmark_flags, data_service_flags, device_flags, flag_help, recipe_flags,
+                 startup)
 from datasets import dataset_factory
 from deployment import cluster, model_deploy
 from export import pipeline
@@ -392,6 +393,7 @@ GROUPS = {
     'Fine-tuning': _fine_tuning,
     'Checkpoints and progress': _checkpoints_and_progress,
     'Devices': _devices,
+    'Device performance': device_flags.device_performance,
     'Cluster': _cluster,
     'Evaluation': _evaluation,
     'Continuous evaluation': _continuous_evaluation,

@@ -10,8 +10,9 @@ from cli import run_record
 from cli.assembly import DataConfig
 from cli.assembly import assemble_data as _assemble_data
 from cli.assembly import assemble_synthetic_data
-from core import checks, paths, seeding
+from core import checks, paths, seeding, threads
 from core.errors import DataError, UsageError
+from core.threads import ThreadConfig
 from datasets import input_pipeline
 from deployment import model_deploy
 from deployment import plan as deployment_plan
@@ -186,6 +187,7 @@ class TrainingJob:
     drop_path_rate: float = 0.0  # stochastic depth; 0: off (the net's option unset)
     # Time the training step instead of training (training.benchmark); None: train.
     benchmark: Optional[benchmark_lib.BenchmarkConfig] = None
+    threads: ThreadConfig = ThreadConfig()  # applied before any op
 
 
 def _lock_train_dir(train_dir: str) -> Optional[train_dir_lock.TrainDirLock]:
@@ -204,6 +206,7 @@ def _lock_train_dir(train_dir: str) -> Optional[train_dir_lock.TrainDirLock]:
 def run(job: TrainingJob):
     """Trains as job says (its Trainer is returned), or only prints the restore plan.
     Only the chief writes to the train_dir, so only the chief locks it."""
+    threads.apply(job.threads)  # before TensorFlow's first op
     if job.dry_run_restore:
         if job.benchmark is not None:
             raise UsageError('--benchmark trains nothing to restore into; pass '

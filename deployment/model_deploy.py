@@ -12,6 +12,8 @@
 --num_ps_tasks may then be left unset, and must agree with it when set. In
 parameter-server modes worker 0 (the chief) runs the coordinator and a worker server of
 its own; the other workers and the ps tasks only serve (`serve`) until the chief is gone.
+The all-reduce implementation (deployment.collectives) and the input's prefetch to the
+devices (deployment.device_input) are part of the config; deployment.plan describes it.
 """
 import dataclasses
 import logging as python_logging
@@ -23,6 +25,7 @@ from absl import logging
 
 from core.errors import UsageError
 from deployment import cluster as cluster_lib
+from deployment import collectives, device_input
 
 ONE_DEVICE, MIRRORED, MULTI_WORKER, PARAMETER_SERVER = (
     'one_device', 'mirrored', 'multi_worker', 'parameter_server')
@@ -50,6 +53,9 @@ class DeploymentConfig:
     cluster: Optional[cluster_lib.Cluster] = None
     # How long a ps or worker task keeps serving after the chief became unreachable.
     wait_for_chief_secs: float = 60.0
+    # GPU hosts: the all-reduce implementation and the input's prefetch to the devices.
+    all_reduce: collectives.AllReduceConfig = collectives.AllReduceConfig()
+    prefetch: device_input.DevicePrefetch = device_input.DevicePrefetch()
 
     def __post_init__(self):
         if self.num_clones < 1:
@@ -124,6 +130,7 @@ class DeploymentConfig:
         if mode == PARAMETER_SERVER and not self.num_ps_tasks:
             raise UsageError('--strategy=parameter_server needs ps tasks: pass --ps_hosts '
                              '(or TF_CONFIG / SLURM) and --num_ps_tasks.')
+        collectives.check(self.all_reduce, mode, self.clone_on_cpu)
 
     @property
     def mode(self) -> str:
@@ -204,7 +211,10 @@ def from_flags(*, num_clones: int = 1, clone_on_cpu: bool = False,
                worker_replicas: Optional[int] = None, num_ps_tasks: Optional[int] = None,
                task: int = 0, sync_replicas: bool = False, replicas_to_aggregate: int = 1,
                strategy: str = 'auto', cluster: Optional[cluster_lib.Cluster] = None,
-               wait_for_chief_secs: float = 60.0) -> DeploymentConfig:
+               wait_for_chief_secs: float = 60.0,
+               all_reduce: collectives.AllReduceConfig = collectives.AllReduceConfig(),
+               prefetch: device_input.DevicePrefetch = device_input.DevicePrefetch()
+               ) -> DeploymentConfig:
     """A DeploymentConfig whose unset worker/ps counts and task come from the cluster."""
     if cluster is not None:
         is_worker = cluster.task_type == cluster_lib.WORKER
@@ -217,7 +227,8 @@ def from_flags(*, num_clones: int = 1, clone_on_cpu: bool = False,
         num_clones=num_clones, clone_on_cpu=clone_on_cpu, replica_id=replica_id,
         num_replicas=worker_replicas or 1, num_ps_tasks=num_ps_tasks or 0,
         sync_replicas=sync_replicas, replicas_to_aggregate=replicas_to_aggregate,
-        strategy=strategy, cluster=cluster, wait_for_chief_secs=wait_for_chief_secs)
+        strategy=strategy, cluster=cluster, wait_for_chief_secs=wait_for_chief_secs,
+        all_reduce=all_reduce, prefetch=prefetch)
 
 
 def _ensure_logical_cpus(count: int):
@@ -283,7 +294,10 @@ def create_strategy(config: DeploymentConfig) -> tf.distribute.Strategy:
                     None)
         if config.cluster:
             cluster_lib.check_port_free(config.cluster)
-        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+        gpus = 0 if config.clone_on_cpu else len(tf.config.list_physical_devices('GPU'))
+        options = collectives.communication_options(config.all_reduce, num_gpus=gpus)
+        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver,
+                                                         communication_options=options)
     if mode == PARAMETER_SERVER:
         # The chief computes too, as slim's worker 0 did: it hosts worker 0's server.
         # In-process servers deadlock with fewer inter-op threads than workers + 1.
@@ -299,17 +313,16 @@ def create_strategy(config: DeploymentConfig) -> tf.distribute.Strategy:
         return tf.distribute.get_strategy()
     if config.clone_on_cpu:
         _ensure_logical_cpus(config.num_clones)
-        devices = [f'/cpu:{i}' for i in range(config.num_clones)]
-        # NCCL is GPU-only; reduce on one device instead.
-        return tf.distribute.MirroredStrategy(
-            devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
-    gpus = tf.config.list_logical_devices('GPU')
-    if len(gpus) < config.num_clones:
+    gpus = 0 if config.clone_on_cpu else len(tf.config.list_logical_devices('GPU'))
+    if not config.clone_on_cpu and gpus < config.num_clones:
         raise UsageError(
             f'--num_clones={config.num_clones} needs {config.num_clones} GPUs but '
-            f'{len(gpus)} are visible; pass --clone_on_cpu or lower --num_clones.')
+            f'{gpus} are visible; pass --clone_on_cpu or lower --num_clones.')
+    device = 'cpu' if config.clone_on_cpu else 'gpu'
     return tf.distribute.MirroredStrategy(
-        [f'/gpu:{i}' for i in range(config.num_clones)])
+        [f'/{device}:{i}' for i in range(config.num_clones)],
+        cross_device_ops=collectives.cross_device_ops(
+            config.all_reduce, clone_on_cpu=config.clone_on_cpu, num_gpus=gpus))
 
 
 def serve(config: DeploymentConfig, poll_secs: float = 1.0):
@@ -348,70 +361,3 @@ def variable_placement(variables: Sequence[tf.Variable]) -> dict:
         for piece in pieces:
             counts[piece.device] = counts.get(piece.device, 0) + 1
     return dict(sorted(counts.items()))
-
-
-# Where each worker's input comes from without the tf.data service (datasets.input_pipeline).
-_WORKERS_INPUT = {
-    MULTI_WORKER: 'each worker reads its own shard of the split\'s files (of its records '
-                  'if there are fewer files than workers)',
-    PARAMETER_SERVER: 'each worker reads the whole split in its own shuffled order (not '
-                      'sharded)',
-}
-
-
-def _input_position(mode: str, saved_if_possible: bool, from_service: bool) -> str:
-    """Whether checkpoints hold the input position, and why not."""
-    if from_service:
-        why = 'the tf.data service\'s job holds it; a resumed run rejoins the job'
-    elif not saved_if_possible:
-        why = '--nocheckpoint_input_position; a resumed run reads a fresh shuffle'
-    elif mode in _WORKERS_INPUT:
-        # The chief alone saves, and each worker's iterator lives in its own process.
-        why = ('each worker\'s iterator is its own and the chief alone saves; a resumed '
-               'run reads a fresh shuffle')
-    else:
-        return 'saved with each checkpoint: a resumed run reads on from it'
-    return f'not checkpointed ({why})'
-
-
-def describe_plan(config: DeploymentConfig, strategy: tf.distribute.Strategy, *,
-                  batch_size: int, train_dir: str, extra: Sequence[str] = (),
-                  input_source: Optional[str] = None,
-                  checkpoint_input_position: bool = True) -> str:
-    """The plan the chief logs at start, one block. input_source: where the input comes
-    from when not from the files read by each worker (the tf.data service)."""
-    mode = config.mode
-    replicas = strategy.num_replicas_in_sync
-    cluster = config.cluster
-    lines = [f'strategy:     {mode} ({type(strategy).__name__})']
-    if cluster is not None:
-        lines.append(f'cluster:      {cluster.describe()} (from {cluster.source})')
-    if mode == PARAMETER_SERVER and config.sync_replicas:
-        needed = config.replicas_to_aggregate
-        lines += [f'replicas:     {config.num_replicas} worker(s) ({replicas} replica(s) '
-                  f'each), sync replicas: each update averages {needed} worker(s)\' '
-                  f'gradients of one version, {config.num_replicas - needed} backup(s) '
-                  'whose late gradients are dropped',
-                  f'batch:        {batch_size} per replica, {batch_size * replicas * needed} '
-                  'per update']
-    elif mode == PARAMETER_SERVER:
-        lines += [f'replicas:     {config.num_replicas} worker(s), each applying its own '
-                  f'updates asynchronously ({replicas} replica(s) per worker)',
-                  f'batch:        {batch_size} per replica, {batch_size * replicas} per '
-                  'update']
-    else:
-        in_sync = (f'{config.num_replicas} worker(s) x {replicas // config.num_replicas} '
-                   f'clone(s) = {replicas}' if mode == MULTI_WORKER else f'{replicas}')
-        lines += [f'replicas:     {in_sync} in sync',
-                  f'batch:        {batch_size} per replica, {batch_size * replicas} '
-                  'global']
-    from_service = input_source is not None
-    input_source = input_source or _WORKERS_INPUT.get(mode)
-    if input_source:
-        lines.append(f'input:        {input_source}')
-    lines.append('input position: ' + _input_position(mode, checkpoint_input_position,
-                                                      from_service))
-    lines += list(extra)
-    writer = 'worker 0 (the chief)' if cluster is not None else 'this process'
-    lines.append(f'checkpoints:  written by {writer} to {train_dir}')
-    return 'Deployment plan:\n' + '\n'.join('  ' + line for line in lines)

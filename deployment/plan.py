@@ -9,14 +9,16 @@ loop (`train_n_steps`) and where it runs, chosen once from the DeploymentConfig.
 | sync replicas (ps + backups)  | mean of N (ps)        | SyncReplicaSteps  | CoordinatorRunner | -               |
 
 Nothing above this package branches on the mode: the training loop asks the plan.
+`describe_plan` writes the block the chief logs at start.
 """
 import dataclasses
 from typing import Callable, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from deployment import aggregation, model_deploy, runners
+from deployment import aggregation, collectives, device_input, model_deploy, runners
 from deployment.agreement import CallPlan, CrossWorkerAgreement
+from deployment.model_deploy import MULTI_WORKER, PARAMETER_SERVER
 from deployment.steps import ReplicaSteps
 from deployment.sync_replicas_steps import SyncReplicaSteps
 
@@ -58,18 +60,23 @@ class DeploymentPlan:
         """The object whose `train_n_steps(n)` trains n steps in one call."""
         if jit_compile and not self.single_device:
             raise ValueError('XLA compiles the step on one device only.')
+        # --prefetch_to_device; without a config, TensorFlow's defaults.
+        options = self.config.prefetch.input_options if self.config else None
         if self.replicas_to_aggregate is not None:
             return SyncReplicaSteps(
                 self.strategy, model_step,
-                lambda sync: runners.CoordinatorRunner(self.strategy, input_fn, sync),
+                lambda sync: runners.CoordinatorRunner(self.strategy, input_fn, sync,
+                                                       input_options=options),
                 self.replicas_to_aggregate)
         if self._parameter_servers:
             return ReplicaSteps(self.strategy, model_step,
-                                runners.CoordinatorRunner(self.strategy, input_fn),
+                                runners.CoordinatorRunner(self.strategy, input_fn,
+                                                          input_options=options),
                                 aggregation.Independent())
         return ReplicaSteps(self.strategy, model_step,
                             runners.LocalRunner(self.strategy, input_fn,
-                                                cluster=self._all_reduce_cluster()),
+                                                cluster=self._all_reduce_cluster(),
+                                                input_options=options),
                             aggregation.AllReduce(), jit_compile=jit_compile,
                             capture_in_every_step=self.agreement is not None)
 
@@ -91,7 +98,7 @@ class DeploymentPlan:
                  input_source: Optional[str] = None,
                  checkpoint_input_position: bool = True) -> str:
         config = self.config or model_deploy.DeploymentConfig()
-        return model_deploy.describe_plan(
+        return describe_plan(
             config, self.strategy, batch_size=batch_size, train_dir=train_dir,
             extra=extra, input_source=input_source,
             checkpoint_input_position=checkpoint_input_position)
@@ -123,3 +130,81 @@ def create(config: model_deploy.DeploymentConfig) -> DeploymentPlan:
         strategy, is_chief=config.is_chief,
         replicas_to_aggregate=config.replicas_to_aggregate if config.sync_replicas else None,
         task_addresses=cluster.ps + cluster.workers if cluster else (), config=config)
+
+
+# Where each worker's input comes from without the tf.data service (datasets.input_pipeline).
+_WORKERS_INPUT = {
+    MULTI_WORKER: 'each worker reads its own shard of the split\'s files (of its records '
+                  'if there are fewer files than workers)',
+    PARAMETER_SERVER: 'each worker reads the whole split in its own shuffled order (not '
+                      'sharded)',
+}
+
+
+def _input_position(mode: str, saved_if_possible: bool, from_service: bool) -> str:
+    """Whether checkpoints hold the input position, and why not."""
+    if from_service:
+        why = 'the tf.data service\'s job holds it; a resumed run rejoins the job'
+    elif not saved_if_possible:
+        why = '--nocheckpoint_input_position; a resumed run reads a fresh shuffle'
+    elif mode in _WORKERS_INPUT:
+        # The chief alone saves, and each worker's iterator lives in its own process.
+        why = ('each worker\'s iterator is its own and the chief alone saves; a resumed '
+               'run reads a fresh shuffle')
+    else:
+        return 'saved with each checkpoint: a resumed run reads on from it'
+    return f'not checkpointed ({why})'
+
+
+def _device_lines(config: model_deploy.DeploymentConfig) -> list:
+    """The GPU-host options a run changed from TensorFlow's defaults."""
+    lines = []
+    if config.all_reduce != collectives.AllReduceConfig():
+        lines.append(f'all-reduce:   {config.all_reduce.describe()}')
+    if config.prefetch != device_input.DevicePrefetch():
+        lines.append(f'device input: {config.prefetch.describe()}')
+    return lines
+
+
+def describe_plan(config: model_deploy.DeploymentConfig,
+                  strategy: tf.distribute.Strategy, *, batch_size: int, train_dir: str,
+                  extra: Sequence[str] = (), input_source: Optional[str] = None,
+                  checkpoint_input_position: bool = True) -> str:
+    """The plan the chief logs at start, one block. input_source: where the input comes
+    from when not from the files read by each worker (the tf.data service)."""
+    mode = config.mode
+    replicas = strategy.num_replicas_in_sync
+    cluster = config.cluster
+    lines = [f'strategy:     {mode} ({type(strategy).__name__})']
+    if cluster is not None:
+        lines.append(f'cluster:      {cluster.describe()} (from {cluster.source})')
+    if mode == PARAMETER_SERVER and config.sync_replicas:
+        needed = config.replicas_to_aggregate
+        lines += [f'replicas:     {config.num_replicas} worker(s) ({replicas} replica(s) '
+                  f'each), sync replicas: each update averages {needed} worker(s)\' '
+                  f'gradients of one version, {config.num_replicas - needed} backup(s) '
+                  'whose late gradients are dropped',
+                  f'batch:        {batch_size} per replica, {batch_size * replicas * needed} '
+                  'per update']
+    elif mode == PARAMETER_SERVER:
+        lines += [f'replicas:     {config.num_replicas} worker(s), each applying its own '
+                  f'updates asynchronously ({replicas} replica(s) per worker)',
+                  f'batch:        {batch_size} per replica, {batch_size * replicas} per '
+                  'update']
+    else:
+        in_sync = (f'{config.num_replicas} worker(s) x {replicas // config.num_replicas} '
+                   f'clone(s) = {replicas}' if mode == MULTI_WORKER else f'{replicas}')
+        lines += [f'replicas:     {in_sync} in sync',
+                  f'batch:        {batch_size} per replica, {batch_size * replicas} '
+                  'global']
+    from_service = input_source is not None
+    input_source = input_source or _WORKERS_INPUT.get(mode)
+    if input_source:
+        lines.append(f'input:        {input_source}')
+    lines.append('input position: ' + _input_position(mode, checkpoint_input_position,
+                                                      from_service))
+    lines += _device_lines(config)
+    lines += list(extra)
+    writer = 'worker 0 (the chief)' if cluster is not None else 'this process'
+    lines.append(f'checkpoints:  written by {writer} to {train_dir}')
+    return 'Deployment plan:\n' + '\n'.join('  ' + line for line in lines)

@@ -53,14 +53,17 @@ def _is_one_host_clones(strategy: tf.distribute.Strategy) -> bool:
 class LocalRunner:
     """Runs `num_steps` steps as one call of the step function, in this process. Given
     the cluster (multi-worker all-reduce), a worker that stops answering ends training
-    in one line naming it."""
+    in one line naming it. input_options (deployment.device_input) go to the strategy's
+    distribute_datasets_from_function; clones on one host read without it."""
 
     def __init__(self, strategy: tf.distribute.Strategy, input_fn: Callable,
-                 cluster: Optional[dict] = None):
+                 cluster: Optional[dict] = None,
+                 input_options: Optional[tf.distribute.InputOptions] = None):
         if _is_one_host_clones(strategy):
             self._iterator = OneHostClonesIterator(strategy, input_fn)
         else:
-            self._iterator = iter(strategy.distribute_datasets_from_function(input_fn))
+            self._iterator = iter(strategy.distribute_datasets_from_function(
+                input_fn, options=input_options))
         self._failures_named = (
             (lambda: task_failures_named(cluster, RESTART_ALL_WORKERS)) if cluster
             else contextlib.nullcontext)
@@ -140,7 +143,8 @@ class CoordinatorRunner:
     """
 
     def __init__(self, strategy: tf.distribute.Strategy, input_fn: Callable,
-                 sync_replicas: Optional[SyncReplicas] = None):
+                 sync_replicas: Optional[SyncReplicas] = None,
+                 input_options: Optional[tf.distribute.InputOptions] = None):
         self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(
             strategy)
         # The strategy keeps its resolver privately (strategy.cluster_resolver is None).
@@ -151,7 +155,8 @@ class CoordinatorRunner:
 
         @tf.function
         def per_worker_dataset():
-            return strategy.distribute_datasets_from_function(input_fn)
+            return strategy.distribute_datasets_from_function(input_fn,
+                                                              options=input_options)
 
         self._iterator = iter(self.coordinator.create_per_worker_dataset(per_worker_dataset))
         self._sync_rounds = (SyncRounds(self.coordinator, self._iterator, self.num_workers,

@@ -42,11 +42,13 @@ class Evaluator:
 
     The counting step is traced once, on the first pass, and reused for every later
     pass (restoring other weights into the same variables does not retrace). Create the
-    network under `strategy.scope()`.
+    network under `strategy.scope()`. input_options (deployment.device_input) go to the
+    strategy's experimental_distribute_dataset.
     """
 
     def __init__(self, network, *, num_classes: int, top_k: Sequence[int] = DEFAULT_TOP_K,
-                 strategy: Optional[tf.distribute.Strategy] = None):
+                 strategy: Optional[tf.distribute.Strategy] = None,
+                 input_options: Optional[tf.distribute.InputOptions] = None):
         if not top_k or any(k < 1 for k in top_k):
             raise UsageError(f'--top_k={",".join(map(str, top_k))}; pass positive k values '
                              'such as 1,5.')
@@ -54,6 +56,7 @@ class Evaluator:
         self.num_classes = num_classes
         self.top_k = tuple(sorted(set(top_k)))
         self.strategy = strategy or tf.distribute.get_strategy()
+        self.input_options = input_options
         self._count = tf.function(self._count_batches, autograph=False)
 
     def _replica_counts(self, images, labels, mask, skipped):
@@ -116,7 +119,7 @@ class Evaluator:
         if batch_size is None:
             batch_size = int(tf.shape(next(iter(dataset))[1])[0])
         return iter(self.strategy.experimental_distribute_dataset(
-            _padded(dataset, self.global_batch(batch_size))))
+            _padded(dataset, self.global_batch(batch_size)), options=self.input_options))
 
     def count_only(self, iterator, num_batches: int) -> int:
         """Counts num_batches batches of `iterator` (from batches()) in calls of the

@@ -2,6 +2,7 @@ import pytest
 import tensorflow as tf
 
 from deployment import cluster, model_deploy
+from deployment import plan as deployment_plan
 from core.errors import UsageError
 
 
@@ -123,8 +124,8 @@ def test_counts_given_on_the_command_line_must_match_the_cluster():
 def test_the_plan_is_one_block_naming_strategy_cluster_batch_and_writer():
     config = model_deploy.from_flags(num_clones=2, clone_on_cpu=True)
     strategy = model_deploy.create_strategy(config)
-    plan = model_deploy.describe_plan(config, strategy, batch_size=16, train_dir='/t',
-                                      extra=['learning rate: 0.01, fixed'])
+    plan = deployment_plan.describe_plan(config, strategy, batch_size=16, train_dir='/t',
+                                         extra=['learning rate: 0.01, fixed'])
     assert plan.splitlines() == [
         'Deployment plan:',
         '  strategy:     mirrored (MirroredStrategy)',

@@ -89,6 +89,25 @@ def test_two_clones_count_every_example_once():
     assert 0 < single['Accuracy'] < single['Recall_2'] < single['Recall_5'] < 1
 
 
+def test_input_options_reach_the_distributed_dataset(monkeypatch):
+    """--noprefetch_to_device and --per_replica_buffer_size (deployment.device_input)."""
+    images, labels = testing_utils.cifar_sized_examples()
+    strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
+    with strategy.scope():
+        net = testing_utils.built_cifarnet()
+    options = tf.distribute.InputOptions(experimental_fetch_to_device=False,
+                                         experimental_per_replica_buffer_size=0)
+    distribute, calls = strategy.experimental_distribute_dataset, []
+    monkeypatch.setattr(strategy, 'experimental_distribute_dataset',
+                        lambda dataset, options=None: calls.append(options) or
+                        distribute(dataset, options=options))
+    evaluator = eval_loop.Evaluator(net, num_classes=10, strategy=strategy,
+                                    input_options=options)
+    metrics = evaluator.evaluate(
+        tf.data.Dataset.from_tensor_slices((images, labels)).batch(10), batch_size=10)
+    assert calls == [options] and metrics['num_examples'] == 23
+
+
 def test_unreadable_counts_and_all_masked_batches():
     # The input pipeline's third item counts unreadable examples so far; a batch may be
     # empty when all of its examples were unreadable.
