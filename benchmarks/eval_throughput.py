@@ -9,8 +9,10 @@ images, batches of --batch_size, the last one short) from the same tf.data pipel
           its tf.function is traced once, on the untimed warm-up pass;
   keras   `model.evaluate` of the Keras twin (benchmarks/train_throughput.py), compiled
           with sparse categorical cross-entropy and accuracy, after a warm-up pass.
-The sides alternate for --rounds rounds; printed are the median examples per second of
-each and the median of the per-round ratios (ours / keras).
+The sides alternate for --rounds rounds; printed are the median examples per second and
+per CPU-second (all the process's threads) of each, and the per-round ratios (ours /
+keras), median [min, max], and each side's forward GFLOP per image (nets.flops:
+convolutions and matrix products, counted from the traced graph).
 """
 import os
 import statistics
@@ -25,7 +27,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from benchmarks.train_throughput import KERAS_COUNTERPARTS  # noqa: E402
-from nets import nets_factory  # noqa: E402
+from nets import flops, nets_factory  # noqa: E402
 from training import eval_loop  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -42,9 +44,11 @@ def _split(image_shape, num_classes):
 
 
 def _timed(run):
-    started = time.perf_counter()
+    """(examples per second, examples per CPU-second of the process, all threads)."""
+    started, cpu_started = time.perf_counter(), time.process_time()
     run()
-    return FLAGS.num_examples / (time.perf_counter() - started)
+    return (FLAGS.num_examples / (time.perf_counter() - started),
+            FLAGS.num_examples / (time.process_time() - cpu_started))
 
 
 def main(argv):
@@ -62,6 +66,8 @@ def main(argv):
         model = builder(num_classes, image_shape)
         model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=['accuracy'])
+        gflops = (flops.network_forward_flops(network, image_shape) / 1e9,
+                  flops.forward_flops(lambda x: model(x, training=False), image_shape) / 1e9)
         sides = {
             'ours': lambda: evaluator.evaluate(split, batch_size=FLAGS.eval_batch_size),
             'keras': lambda: model.evaluate(split, verbose=0)}
@@ -71,18 +77,28 @@ def main(argv):
         for _ in range(FLAGS.rounds):
             for name, run in sides.items():
                 rates[name].append(_timed(run))
-        ratio = statistics.median(a / b for a, b in zip(rates['ours'], rates['keras']))
-        rows.append((model_name, rates, ratio))
-        print(f'{model_name}: ' + '; '.join(f'{n} {[round(r) for r in v]}'
+        ratios = [[a[i] / b[i] for a, b in zip(rates['ours'], rates['keras'])]
+                  for i in (0, 1)]
+        rows.append((model_name, rates, ratios, gflops))
+        print(f'{model_name}: ' + '; '.join(f'{n} {[round(r[0]) for r in v]}'
                                             for n, v in rates.items()) + ' examples/s',
               flush=True)
     print(f'\n{FLAGS.num_examples} examples, batch {FLAGS.eval_batch_size}, '
-          f'{FLAGS.rounds} interleaved rounds; median examples/s and median per-round '
-          'ratio.\n\n| model | ours ex/s | Keras evaluate ex/s | ours / Keras |\n'
-          '|---|---|---|---|')
-    for model_name, rates, ratio in rows:
-        print(f'| {model_name} | {statistics.median(rates["ours"]):.0f} | '
-              f'{statistics.median(rates["keras"]):.0f} | {ratio:.2f} |')
+          f'{FLAGS.rounds} interleaved rounds; median examples/s (and per CPU-second), '
+          'per-round ratios median [min, max].\n\n'
+          '| model | ours ex/s | Keras evaluate ex/s | ours / Keras | ours ex/CPU-s | '
+          'Keras ex/CPU-s | ours / Keras per CPU-s | forward GFLOP/img ours, Keras |\n'
+          '|---|---|---|---|---|---|---|---|')
+
+    def spread(values):
+        return f'{statistics.median(values):.2f} [{min(values):.2f}, {max(values):.2f}]'
+
+    for model_name, rates, ratios, gflops in rows:
+        ours, keras = ([statistics.median(r[i] for r in rates[side]) for i in (0, 1)]
+                       for side in ('ours', 'keras'))
+        print(f'| {model_name} | {ours[0]:.0f} | {keras[0]:.0f} | {spread(ratios[0])} | '
+              f'{ours[1]:.0f} | {keras[1]:.0f} | {spread(ratios[1])} | '
+              f'{gflops[0]:.4g}, {gflops[1]:.4g} |')
 
 
 if __name__ == '__main__':

@@ -28,10 +28,24 @@ def test_evaluation_counts_every_example_once_whatever_the_batch(batch_size):
     assert 0 < expected_top5 < 1  # the data distinguishes top-5 from top-1 and all
 
 
-def test_max_num_batches_limits_the_pass():
+@pytest.mark.parametrize('max_num_batches', [2, 3])
+def test_max_num_batches_limits_the_pass(max_num_batches):
+    """Batches are counted two per loop iteration: an odd limit still reads no more."""
     images, labels = testing_utils.cifar_sized_examples()
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(5)
-    assert eval_loop.evaluate(testing_utils.built_cifarnet(), dataset, max_num_batches=2)['num_examples'] == 10
+    metrics = eval_loop.evaluate(testing_utils.built_cifarnet(), dataset,
+                                 max_num_batches=max_num_batches)
+    assert metrics['num_examples'] == 5 * max_num_batches
+
+
+def test_count_only_leaves_the_iterator_after_the_batches_it_counted():
+    evaluator = eval_loop.Evaluator(testing_utils.built_cifarnet(), num_classes=10)
+    images, labels = testing_utils.cifar_sized_examples()
+    iterator = evaluator.batches(tf.data.Dataset.from_tensor_slices(
+        (images, labels)).batch(5), batch_size=5)
+    assert evaluator.count_only(iterator, 3) == 3
+    _, next_labels, *_ = next(iterator)
+    np.testing.assert_array_equal(next_labels, labels[15:20])
 
 
 def test_report_prints_writes_json_and_tensorboard(tmp_path, capsys):
