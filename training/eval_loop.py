@@ -88,9 +88,8 @@ class Evaluator:
         how many batches there were (fewer at the end of the split).
 
         Two batches per iteration: their forward passes are independent, so TensorFlow
-        runs them side by side, which keeps both cores busy where one batch's ops alone
-        leave gaps (measured about 4 % faster on cifarnet). Counts are integers: the
-        sums equal a batch-by-batch pass."""
+        runs them side by side, keeping both cores busy where one batch's ops alone
+        leave gaps. Counts are integers: the sums equal a batch-by-batch pass."""
         confusion = tf.zeros([self.num_classes] * 2, tf.int64)
         hits = tf.zeros([len(self.top_k)], tf.int64)
         zero = tf.constant(0, tf.int64)
