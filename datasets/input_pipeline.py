@@ -109,6 +109,7 @@ def _parallelism(value: Optional[int]) -> int:
     return AUTOTUNE if value is None else value
 
 
+@tf.autograph.experimental.do_not_convert
 def _read_shard(path):
     """(record, its file, its index in the file); a damaged shard ends at the damage
     (TFRecordDataset cannot resync after it)."""
@@ -231,20 +232,20 @@ def make_input_fn(spec, preprocess_fn: Callable, config: InputConfig):
         dataset = dataset.scan((zero, zero), count_skipped)
         if config.is_training:
             # Full batches (static shapes, equal clones): unreadable examples go first.
-            dataset = dataset.filter(lambda image, label, readable, skipped: readable)
+            dataset = dataset.filter(plain(lambda image, label, readable, skipped: readable))
             dataset = dataset.batch(config.batch_size, drop_remainder=True)
         else:
             # Every example once; unreadable ones are masked out of their batch, so the
             # count still reaches the end even if they come last. Batches may be short.
-            dataset = dataset.batch(config.batch_size).map(
+            dataset = dataset.batch(config.batch_size).map(plain(
                 lambda images, labels, readable, skipped: (
                     tf.boolean_mask(images, readable), tf.boolean_mask(labels, readable),
-                    readable, skipped))
+                    readable, skipped)))
         if config.report_skipped:
-            dataset = dataset.map(lambda images, labels, _, skipped:
-                                  (images, labels, tf.reduce_max(skipped)))
+            dataset = dataset.map(plain(lambda images, labels, _, skipped:
+                                        (images, labels, tf.reduce_max(skipped))))
         else:
-            dataset = dataset.map(lambda images, labels, *_: (images, labels))
+            dataset = dataset.map(plain(lambda images, labels, *_: (images, labels)))
         options = tf.data.Options()
         # Augmentation is stateless, but a caller's preprocess_fn may not be: a
         # checkpointed iterator saves the input position, never such a state.
