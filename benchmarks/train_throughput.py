@@ -21,7 +21,7 @@ with --dataset_dir the training input pipeline of train_image_classifier.py (eve
 reads its own copy of it). The sides alternate for --rounds rounds (the machine is
 shared and noisy); printed are the median img/s of each, the ratios to ours, and with
 real data the fraction of our step time spent waiting for input (1 - real / synthetic
-speed). The glibc allocator tuning of cli.startup applies to every side (printed);
+speed), and each side's forward GFLOP per image. The glibc allocator tuning of cli.startup applies to every side (printed);
 SLIM_MALLOC_TUNING=default turns it off for all of them.
 """
 import os
@@ -39,7 +39,7 @@ import tensorflow as tf  # noqa: E402
 
 from cli import assembly  # noqa: E402
 from deployment import model_deploy  # noqa: E402
-from nets import nets_factory, precision  # noqa: E402
+from nets import flops, nets_factory, precision  # noqa: E402
 from training import optimizers, train_loop  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -214,8 +214,20 @@ def _measure(sides, batch_size):
 
 
 def _paired_ratio(rates, name, other):
-    """Median over rounds of ours / other in the same round (robust to load drift)."""
-    return statistics.median(a / b for a, b in zip(rates[name], rates[other]))
+    """'median [min, max]' over rounds of ours / other in the same round (robust to
+    load drift)."""
+    ratios = [a / b for a, b in zip(rates[name], rates[other])]
+    return f'{statistics.median(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}]'
+
+
+def _forward_gflops(model_name, image_shape, num_classes):
+    """Forward GFLOP per image of ours and of the Keras counterpart (nets.flops:
+    convolutions and matrix products of the traced graph, 2 per multiply-add)."""
+    network = nets_factory.get_network_fn(model_name, num_classes)
+    network.build(image_shape)
+    model = KERAS_COUNTERPARTS[model_name][0](num_classes, image_shape)
+    return (flops.network_forward_flops(network, image_shape) / 1e9,
+            flops.forward_flops(lambda x: model(x, training=False), image_shape) / 1e9)
 
 
 def _sides(model_name, input_fn, image_shape, num_classes, batch_size, train_dir,
@@ -265,22 +277,25 @@ def main(argv):
                 rates, cpu_rates = _measure(_sides(
                     model_name, _synthetic_input_fn(batch_size, image_shape, num_classes),
                     image_shape, num_classes, batch_size, train_dir), batch_size)
-        rows.append((model_name, batch_size, rates, cpu_rates, waiting))
+        gflops = _forward_gflops(model_name, image_shape, num_classes)
+        rows.append((model_name, batch_size, rates, cpu_rates, waiting, gflops))
         print(f'{model_name}: ' + '; '.join(
             f'{name} {[round(r, 1) for r in values]}' for name, values in rates.items())
             + ' img/s', flush=True)
     names = list(FLAGS.sides)
     others = [n for n in names if n != 'ours'] if 'ours' in names else []
-    print('\nimg/s: median over rounds; ours / X: median of the per-round ratios, by '
-          'wall clock and (in brackets) by this process\'s CPU time.')
+    print('\nimg/s: median over rounds; ours / X: per-round ratios, median [min, max], '
+          'by wall clock and per CPU-second of this process; forward GFLOP per image of '
+          'ours and of the Keras model.')
     print('\n| model | batch | ' + ' | '.join(f'{n} img/s' for n in names) + ' | '
-          + ' | '.join(f'ours / {n}' for n in others)
-          + (' | input wait |' if FLAGS.dataset_dir else ' |'))
-    print('|---' * (2 + len(names) + len(others) + bool(FLAGS.dataset_dir)) + '|')
-    for model_name, batch_size, rates, cpu_rates, waiting in rows:
+          + ' | '.join(f'ours / {n} | ours / {n} per CPU-s' for n in others)
+          + ' | GFLOP/img ours, Keras' + (' | input wait |' if FLAGS.dataset_dir else ' |'))
+    print('|---' * (3 + len(names) + 2 * len(others) + bool(FLAGS.dataset_dir)) + '|')
+    for model_name, batch_size, rates, cpu_rates, waiting, gflops in rows:
         cells = [f'{statistics.median(rates[n]):.1f}' for n in names]
-        cells += [f'{_paired_ratio(rates, "ours", n):.2f} '
-                  f'({_paired_ratio(cpu_rates, "ours", n):.2f})' for n in others]
+        cells += [f'{_paired_ratio(rates, "ours", n)} | {_paired_ratio(cpu_rates, "ours", n)}'
+                  for n in others]
+        cells.append(f'{gflops[0]:.4g}, {gflops[1]:.4g}')
         if FLAGS.dataset_dir:
             cells.append('n/a' if waiting is None else f'{waiting:.0%}')
         print(f'| {model_name} | {batch_size} | ' + ' | '.join(cells) + ' |')
