@@ -4,7 +4,8 @@ train_image_classifier.py as a cluster on 127.0.0.1, interleaved.
   .venv/bin/python benchmarks/distributed_overhead.py --dataset_dir=/tmp/shapes \
       --model_name=cifarnet --batch_size=32 --rounds=5
 
-Modes: one process; multi-worker all-reduce (2 workers); asynchronous parameter servers
+Modes: one process; multi-worker all-reduce (2 workers), also with the gradients in
+packs of --bytes_per_pack (all_reduce_packed); asynchronous parameter servers
 (1 ps + 2 workers); sync replicas (1 ps + 2 workers, N = 2). Every run uses the same net
 and per-replica batch and reads the examples/sec of the chief's log lines (examples of
 every worker: one update of all-reduce or sync replicas counts 2 x batch), dropping the
@@ -31,7 +32,7 @@ from absl import app, flags
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, 'train_image_classifier.py')
 RATE = re.compile(r'global step \d+: .*?, ([\d.]+) examples/sec\)')
-MODES = ('one_process', 'all_reduce', 'async_ps', 'sync_replicas')
+MODES = ('one_process', 'all_reduce', 'all_reduce_packed', 'async_ps', 'sync_replicas')
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('dataset_name', 'shapes', 'Dataset to train on.')
@@ -44,6 +45,8 @@ flags.DEFINE_integer('steps', 300, 'Training steps (updates) per run.')
 flags.DEFINE_integer('log_every', 50, 'Steps per log line (each gives one rate).')
 flags.DEFINE_integer('skip_lines', 1, 'Log lines dropped at the start of each run.')
 flags.DEFINE_integer('timeout', 600, 'Seconds a run may take.')
+flags.DEFINE_integer('bytes_per_pack', 1 << 20, 'all_reduce_packed: the workers\' '
+                     '--all_reduce_bytes_per_pack.')
 
 
 def _ports(count):
@@ -65,9 +68,11 @@ def _tasks(mode, train_dir):
                 '--save_summaries_secs=100000']
     if mode == 'one_process':
         return [('chief', training)]
-    if mode == 'all_reduce':
+    if mode in ('all_reduce', 'all_reduce_packed'):
         ports = _ports(2)
         hosts = f'--worker_hosts=127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}'
+        if mode == 'all_reduce_packed':
+            training.append(f'--all_reduce_bytes_per_pack={FLAGS.bytes_per_pack}')
         return [('worker1', [hosts, '--job_name=worker', '--task=1', *training]),
                 ('chief', [hosts, '--job_name=worker', '--task=0', *training])]
     ports = _ports(3)

@@ -1,5 +1,5 @@
-"""The Device performance flag group of the training and evaluation scripts (issue 22,
-docs/performance.md "GPU"), a definer as in cli.flags, which lists it in its GROUPS; and
+"""The Device performance flag group of the training and evaluation scripts
+(docs/performance.md, "GPU"), a definer as in cli.flags, which lists it in its GROUPS; and
 the configs it gives: the all-reduce implementation and the input's prefetch (both part
 of the DeploymentConfig) and the thread settings (applied by the job before any op).
 Names and values of the all-reduce flags are the TF Model Garden's."""
@@ -23,6 +23,11 @@ def device_performance(define):
     define.integer('num_packs', 1, 'With --all_reduce_alg=nccl or hierarchical_copy on '
                    'clones: packs the gradients are batched into for the all-reduce (0: '
                    'no packing).')
+    define.integer('all_reduce_bytes_per_pack', 0, 'Between workers without ps tasks: '
+                   'the gradients are all-reduced in packs of about this many bytes, each '
+                   'as soon as backprop has computed it, so that communication overlaps the '
+                   'rest of the backward pass. 0: one pack after the whole backward pass '
+                   '(TensorFlow\'s default).')
     define.bool('prefetch_to_device', True, 'Prefetch input batches into each replica\'s '
                 'device memory (TensorFlow\'s default); --noprefetch_to_device keeps them '
                 'in host memory. Applies where the strategy distributes the input: '
@@ -48,8 +53,9 @@ def device_performance(define):
 def all_reduce_from_flags(flag_values: flags.FlagValues) -> collectives.AllReduceConfig:
     if 'all_reduce_alg' not in flag_values:  # a script without the group
         return collectives.AllReduceConfig()
-    return collectives.AllReduceConfig(algorithm=flag_values.all_reduce_alg,
-                                       num_packs=flag_values.num_packs)
+    return collectives.AllReduceConfig(
+        algorithm=flag_values.all_reduce_alg, num_packs=flag_values.num_packs,
+        bytes_per_pack=flag_values.all_reduce_bytes_per_pack)
 
 
 def prefetch_from_flags(flag_values: flags.FlagValues) -> device_input.DevicePrefetch:

@@ -34,15 +34,22 @@ class AllReduceConfig:
     clones' gradients are batched into; 0: none)."""
     algorithm: str = ''
     num_packs: int = 1
+    # Between workers: gradients all-reduced in packs of about this size (0: one pack).
+    bytes_per_pack: int = 0
 
     def __post_init__(self):
         if self.algorithm and self.algorithm not in (NCCL, HIERARCHICAL_COPY, RING):
             raise UsageError(f'Unknown --all_reduce_alg={self.algorithm}; {_CHOICES}.')
         if self.num_packs < 0:
             raise UsageError(f'--num_packs must be at least 0, got {self.num_packs}.')
+        if self.bytes_per_pack < 0:
+            raise UsageError('--all_reduce_bytes_per_pack must be at least 0, got '
+                             f'{self.bytes_per_pack}.')
 
     def describe(self) -> str:
         packs = f', {self.num_packs} pack(s)' if self.num_packs != 1 else ''
+        if self.bytes_per_pack:
+            packs += f', packs of {self.bytes_per_pack} bytes'
         return (self.algorithm or 'TensorFlow\'s choice') + packs
 
 
@@ -64,6 +71,9 @@ def check(config: AllReduceConfig, mode: str, clone_on_cpu: bool):
         raise UsageError(f'{name} runs on GPUs, not with --clone_on_cpu; drop one of them '
                          '(CPU replicas reduce on one device, or over ring between '
                          'workers).')
+    if config.bytes_per_pack and mode != 'multi_worker':
+        raise UsageError(f'--all_reduce_bytes_per_pack={config.bytes_per_pack} applies to '
+                         'workers without ps tasks; drop it.')
     if config.num_packs != 1 and not (mode == 'mirrored' and config.algorithm in _GPU_ONLY):
         raise UsageError(f'--num_packs={config.num_packs} applies to clones with '
                          '--all_reduce_alg=nccl or hierarchical_copy; drop it.')
@@ -95,4 +105,5 @@ def communication_options(config: AllReduceConfig, *,
     implementation = tf.distribute.experimental.CommunicationImplementation
     chosen = {RING: implementation.RING, NCCL: implementation.NCCL}.get(
         config.algorithm, implementation.AUTO)
-    return tf.distribute.experimental.CommunicationOptions(implementation=chosen)
+    return tf.distribute.experimental.CommunicationOptions(
+        implementation=chosen, bytes_per_pack=config.bytes_per_pack)

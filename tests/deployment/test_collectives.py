@@ -36,6 +36,13 @@ def test_workers_get_the_communication_implementation_named(algorithm, implement
     assert options.implementation == implementation
 
 
+def test_workers_get_the_pack_size_asked_for():
+    options = collectives.communication_options(
+        AllReduceConfig('ring', bytes_per_pack=1 << 20), num_gpus=0)
+    assert (options.implementation, options.bytes_per_pack) == (IMPLEMENTATION.RING, 1 << 20)
+    assert collectives.communication_options(AllReduceConfig(), num_gpus=0).bytes_per_pack == 0
+
+
 def test_cpu_clones_keep_the_one_device_reduction():
     strategy = model_deploy.create_strategy(
         model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True))
@@ -83,6 +90,10 @@ def _cluster(ps=0, workers=2):
      '--num_packs=2 applies to clones with --all_reduce_alg=nccl or hierarchical_copy'),
     (dict(all_reduce=AllReduceConfig(num_packs=4), num_clones=2),
      '--num_packs=4 applies to clones'),
+    (dict(all_reduce=AllReduceConfig(bytes_per_pack=1024), num_clones=2, clone_on_cpu=True),
+     '--all_reduce_bytes_per_pack=1024 applies to workers without ps tasks'),
+    (dict(all_reduce=AllReduceConfig(bytes_per_pack=1024), cluster=_cluster(ps=1)),
+     '--all_reduce_bytes_per_pack=1024 applies to workers without ps tasks'),
 ])
 def test_combinations_that_cannot_work_are_refused_up_front(flags, message):
     with pytest.raises(UsageError, match=message):
@@ -93,6 +104,7 @@ def test_combinations_that_cannot_work_are_refused_up_front(flags, message):
     (dict(algorithm='allreduce'), 'Unknown --all_reduce_alg=allreduce; use ring or nccl '
                                   'for workers'),
     (dict(num_packs=-1), '--num_packs must be at least 0'),
+    (dict(bytes_per_pack=-1), '--all_reduce_bytes_per_pack must be at least 0'),
 ])
 def test_bad_values_are_refused(config, message):
     with pytest.raises(UsageError, match=message):
