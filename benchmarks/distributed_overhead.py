@@ -130,7 +130,7 @@ def main(argv):
           f'rounds; ratio to one process per round: median [min, max]')
     for mode in modes:
         ratios = [s / base for s, base in zip(speeds[mode], speeds['one_process'])]
-        print(f'{mode:14s} {statistics.median(speeds[mode]):8.0f} examples/s   '
+        print(f'{mode:18s} {statistics.median(speeds[mode]):8.0f} examples/s   '
               f'{statistics.median(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}]')
 
 
