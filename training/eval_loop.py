@@ -81,7 +81,8 @@ class Evaluator:
         confusion, hits, skipped = counts
         return (self.strategy.reduce(total, confusion, axis=None),
                 self.strategy.reduce(total, hits, axis=None),
-                tf.reduce_max(tf.stack(self.strategy.experimental_local_results(skipped))))
+                tf.cast(tf.reduce_max(tf.stack(
+                    self.strategy.experimental_local_results(skipped))), tf.int64))
 
     def _count_batches(self, iterator, max_batches):
         """Counts up to max_batches batches in one call; returns the summed counts and
@@ -97,7 +98,7 @@ class Evaluator:
 
         def counts_of(batch):
             return tf.cond(batch.has_value(),
-                           lambda: self._count_batch_int64(batch.get_value()),
+                           lambda: self._count_batch(batch.get_value()),
                            lambda: nothing)
 
         def body(batches, confusion, hits, skipped, more):
@@ -120,10 +121,6 @@ class Evaluator:
             lambda batches, *state: tf.logical_and(state[-1], batches < max_batches),
             body, (zero, confusion, hits, zero, tf.constant(True)))
         return batches, confusion, hits, skipped
-
-    def _count_batch_int64(self, batch):
-        confusion, hits, skipped = self._count_batch(batch)
-        return confusion, hits, tf.cast(skipped, tf.int64)
 
     def global_batch(self, batch_size: int) -> int:
         """Examples per counted batch: batch_size rounded up to a multiple of the
