@@ -32,6 +32,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from datasets import dataset_factory, dataset_utils, input_pipeline  # noqa: E402
+from benchmarks import plain_step  # noqa: E402
 from nets import nets_factory  # noqa: E402
 from preprocessing import augment_policies, preprocessing_factory  # noqa: E402
 
@@ -118,15 +119,7 @@ def input_wait_fraction(spec):
     network.build((FLAGS.image_size, FLAGS.image_size, 3))
     optimizer = tf.keras.optimizers.SGD(0.01)
 
-    @tf.function
-    def step(images, labels):
-        with tf.GradientTape() as tape:
-            logits, _ = network(images, training=True)
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-                labels, logits))
-        grads = tape.gradient(loss, network.trainable_variables)
-        optimizer.apply_gradients(zip(grads, network.trainable_variables))
-        return loss
+    step = plain_step.make_train_step(network, optimizer)
 
     iterator = iter(train_dataset(spec))
     for _ in range(2):

@@ -23,6 +23,7 @@ from absl import app, flags  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
+from benchmarks import plain_step  # noqa: E402
 from nets import nets_factory  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -65,23 +66,15 @@ def main(argv):
     images = tf.random.normal([FLAGS.batch_size, size, size, 3], seed=0)
     labels = tf.zeros([FLAGS.batch_size], tf.int64)
 
-    @tf.function
-    def step():
-        with tf.GradientTape() as tape:
-            logits, _ = network(images, training=True)
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-                labels, logits))
-        gradients = tape.gradient(loss, network.trainable_variables)
-        optimizer.apply_gradients(zip(gradients, network.trainable_variables))
-        return loss
+    step = plain_step.make_train_step(network, optimizer)
 
     for _ in range(FLAGS.warmup_steps):
-        step().numpy()
+        step(images, labels).numpy()
     with tempfile.TemporaryDirectory() as log_dir:
         tf.profiler.experimental.start(log_dir)
         started = time.perf_counter()
         for _ in range(FLAGS.steps):
-            step().numpy()
+            step(images, labels).numpy()
         wall = (time.perf_counter() - started) / FLAGS.steps
         tf.profiler.experimental.stop()
         path, = glob.glob(f'{log_dir}/plugins/profile/*/*.xplane.pb')
