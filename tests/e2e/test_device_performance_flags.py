@@ -6,7 +6,8 @@ from helpers import testing_utils
 from helpers.cluster_processes import free_ports, processes
 from helpers.scripts import ROOT, TRAIN, run_script
 
-GPU_HOST_FLAGS = ['--all_reduce_alg=ring', '--noprefetch_to_device',
+GPU_HOST_FLAGS = ['--all_reduce_alg=ring', '--all_reduce_bytes_per_pack=1048576',
+                  '--noprefetch_to_device',
                   '--per_replica_buffer_size=2', '--inter_op_threads=2',
                   '--intra_op_threads=2', '--gpu_thread_mode=gpu_private',
                   '--gpu_thread_count=1']
@@ -33,7 +34,7 @@ def test_a_multi_worker_run_with_every_flag_trains(tmp_path, shapes_data):
     # Read back from TensorFlow and the environment after they were set.
     assert 'Threads: inter-op 2, intra-op 2; GPU thread mode gpu_private, 1 threads.' in log
     assert 'strategy:     multi_worker (CollectiveAllReduceStrategy)' in log
-    assert 'all-reduce:   ring' in log
+    assert 'all-reduce:   ring, packs of 1048576 bytes' in log
     assert 'device input: 2 batch(es) per replica prefetched to host memory' in log
     assert 'global step 4: loss' in log
     assert (train_dir / 'model.ckpt-4.index').exists()
