@@ -3,6 +3,7 @@ import json
 import re
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from helpers.scripts import run_script
 
@@ -10,6 +11,11 @@ from datasets import dataset_factory
 from training import checkpoints
 from nets import nets_factory
 from preprocessing import preprocessing_factory
+
+# Slow: the fast docs tests run the same flow (docs/export.md trains on two clones,
+# evaluates and exports; the export checks its own parity), and test_scripts checks the
+# silenced C++ log lines.
+pytestmark = pytest.mark.slow
 
 
 def _check(result):

@@ -5,6 +5,7 @@ runs are started together, a few at a time, once; each test checks its own resul
 """
 import concurrent.futures
 import os
+import re
 import subprocess
 import sys
 
@@ -100,6 +101,16 @@ def test_a_diverging_run_ends_in_one_line_naming_the_step(results):
     result = results['train/diverging']
     _assert_one_line_error(result, 'Loss became', 'by step', '--learning_rate')
     assert result.stderr.rstrip().splitlines()[-1].startswith('ERROR: ')
+
+
+def test_tensorflows_cpp_log_lines_are_silenced_by_default(results):
+    # The diverging run imported TensorFlow, built the strategy and trained ten steps:
+    # TensorFlow's C++ start-up and runtime lines would show here unless silenced.
+    stderr = results['train/diverging'].stderr
+    assert 'global step' in stderr or 'Loss became' in stderr, stderr[-2000:]
+    assert not [line for line in stderr.splitlines()
+                if re.match(r'[IW]\d{4} [\d:.]+ +\d+ \S+\.cc:\d+\]', line)
+                or 'absl::InitializeLog' in line], stderr[-2000:]
 
 
 @pytest.mark.parametrize('script', sorted(HELP_FLAGS))
