@@ -19,8 +19,9 @@ from cli.averaging_job import AveragingJob
 from cli.eval_job import EvaluationJob
 from cli.export_job import ExportConfig, ExportJob
 from cli.train_job import TrainingJob
-from core import checks
+from core import checks, threads
 from core.errors import UsageError
+from core.threads import ThreadConfig
 from datasets import dataset_utils
 from deployment import cluster, model_deploy
 from export import pipeline
@@ -126,6 +127,7 @@ def training_from_flags(flag_values: flags.FlagValues = FLAGS,
         mixing=_from_flags(batch_mixing.MixingConfig, flag_values),
         distillation=_from_flags(distillation.DistillationConfig, flag_values))
     dry_run = flag_values.dry_run_restore
+    deployment = None if dry_run else deployment_config_from_flags(flag_values)
     return TrainingJob(
         data=data, config=config,
         optimizer_config=_from_flags(optimizers.OptimizerConfig, flag_values),
@@ -133,9 +135,20 @@ def training_from_flags(flag_values: flags.FlagValues = FLAGS,
         weight_decay=flag_values.weight_decay, quantize_delay=flag_values.quantize_delay,
         drop_path_rate=flag_values.drop_path_rate,
         flags_record=run_record.flags_record(flag_values, script or sys.argv[0]),
-        deployment=None if dry_run else deployment_config_from_flags(flag_values),
+        deployment=deployment,
         dry_run_restore=dry_run, benchmark=benchmark_flags.from_flags(flag_values),
-        threads=device_flags.threads_from_flags(flag_values))
+        threads=_threads_of_task(flag_values, deployment))
+
+
+def _threads_of_task(flag_values: flags.FlagValues,
+                     deployment: Optional[model_deploy.DeploymentConfig]) -> ThreadConfig:
+    """The thread flags; all-reduce workers sharing a host split its cores (what is left
+    unset). Parameter-server clusters keep TensorFlow's defaults: not measured."""
+    configured = device_flags.threads_from_flags(flag_values)
+    resolved = deployment.cluster if deployment is not None else None
+    if resolved is None or resolved.ps:
+        return configured
+    return threads.shared_by(configured, resolved.workers_on_this_host())
 
 
 def top_k_from_flags(flag_values: flags.FlagValues = FLAGS) -> tuple:

@@ -37,9 +37,11 @@ def device_performance(define):
     define.integer('per_replica_buffer_size', 1, 'Batches prefetched per replica where '
                    '--prefetch_to_device applies (0: none).')
     define.integer('inter_op_threads', 0, 'Threads running independent ops at once; 0: '
-                   'TensorFlow\'s choice. Set before TensorFlow starts.')
+                   'TensorFlow\'s choice (all the cores), or for all-reduce workers '
+                   'sharing a host, their share of its cores. Set before TensorFlow '
+                   'starts.')
     define.integer('intra_op_threads', 0, 'Threads one op (a convolution, a matmul) uses '
-                   'on the CPU; 0: TensorFlow\'s choice.')
+                   'on the CPU; 0: as --inter_op_threads.')
     define.enum('gpu_thread_mode', None, list(threads.GPU_THREAD_MODES), 'The threads '
                 'launching GPU kernels (TF_GPU_THREAD_MODE): global shares TensorFlow\'s '
                 'pool (its default), gpu_private gives each GPU a pool of its own, '

@@ -27,6 +27,7 @@ class ThreadConfig:
     intra_op_threads: int = 0
     gpu_thread_mode: Optional[str] = None
     gpu_thread_count: Optional[int] = None
+    tasks_sharing_host: int = 1  # of one training cluster, this one included (shared_by)
 
     def __post_init__(self):
         for name in ('inter_op_threads', 'intra_op_threads'):
@@ -46,6 +47,20 @@ class ThreadConfig:
                                  f'{self.gpu_thread_count}.')
 
 
+def shared_by(config: ThreadConfig, tasks: int, cores: Optional[int] = None) -> ThreadConfig:
+    """The pools left unset sized to one task's share of the host's cores, when `tasks`
+    tasks of a cluster run on this host. TensorFlow sizes each process's pools to all
+    the cores, so co-located workers oversubscribed them: two all-reduce workers on 2
+    cores trained 0.87 of one process's examples/s with their defaults (see
+    docs/distributed.md for the measured gain)."""
+    if tasks <= 1:
+        return config
+    share = max(1, (cores or os.cpu_count() or 1) // tasks)
+    return dataclasses.replace(config, inter_op_threads=config.inter_op_threads or share,
+                               intra_op_threads=config.intra_op_threads or share,
+                               tasks_sharing_host=tasks)
+
+
 def apply(config: ThreadConfig):
     """Sets the threads before TensorFlow initialises (a RuntimeError after: call it
     before any op), and logs them when any is set."""
@@ -57,7 +72,11 @@ def apply(config: ThreadConfig):
         tf.config.threading.set_inter_op_parallelism_threads(config.inter_op_threads)
     if config.intra_op_threads:
         tf.config.threading.set_intra_op_parallelism_threads(config.intra_op_threads)
-    if config != ThreadConfig():
+    if config.tasks_sharing_host > 1:
+        logging.info('Threads: %s (%d workers of the cluster share this host; pass '
+                     '--inter_op_threads and --intra_op_threads to size them yourself).',
+                     describe(), config.tasks_sharing_host)
+    elif config != ThreadConfig():
         logging.info('Threads: %s.', describe())
 
 

@@ -70,6 +70,12 @@ class Cluster:
         """This task's host:port."""
         return self.addresses(self.task_type)[self.task_index]
 
+    def workers_on_this_host(self) -> int:
+        """How many of the cluster's workers (this one included) run on this task's host,
+        by the host part of their host:port."""
+        host = self.address.rsplit(':', 1)[0]
+        return sum(address.rsplit(':', 1)[0] == host for address in self.workers)
+
     @property
     def chief_address(self) -> str:
         return self.workers[0]

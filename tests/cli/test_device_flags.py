@@ -44,6 +44,25 @@ def test_the_defaults_are_tensorflows_choices(script, make_job, parsed):
     assert job.threads == ThreadConfig()
 
 
+@pytest.mark.parametrize('hosts, expected', [
+    ('--worker_hosts=127.0.0.1:2222,127.0.0.1:2223', ThreadConfig(1, 1, tasks_sharing_host=2)),
+    ('--worker_hosts=10.0.0.1:2222,10.0.0.2:2222', ThreadConfig()),
+])
+def test_all_reduce_workers_on_one_host_split_its_cores(hosts, expected, parsed,
+                                                        monkeypatch):
+    monkeypatch.setattr('os.cpu_count', lambda: 2)
+    job = configs.training_from_flags(parsed(TRAIN, hosts, '--job_name=worker', '--task=1'))
+    assert job.threads == expected
+
+
+def test_a_parameter_server_cluster_keeps_tensorflows_threads(parsed, monkeypatch):
+    monkeypatch.setattr('os.cpu_count', lambda: 2)
+    job = configs.training_from_flags(parsed(
+        TRAIN, '--ps_hosts=127.0.0.1:2221', '--worker_hosts=127.0.0.1:2222,127.0.0.1:2223',
+        '--job_name=worker', '--task=1'))
+    assert job.threads == ThreadConfig()
+
+
 @pytest.mark.parametrize('args, message', [
     (['--all_reduce_alg=ring'], 'one device has nothing to all-reduce'),
     (['--all_reduce_alg=NCCL'], 'Unknown --all_reduce_alg=NCCL'),

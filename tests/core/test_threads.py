@@ -56,3 +56,22 @@ def test_the_defaults_leave_tensorflow_and_the_environment_alone(recorded, monke
 def test_bad_settings_are_refused(config, message):
     with pytest.raises(UsageError, match=message):
         ThreadConfig(**config)
+
+
+@pytest.mark.parametrize('config, tasks, cores, expected', [
+    (ThreadConfig(), 1, 2, ThreadConfig()),
+    (ThreadConfig(), 2, 2, ThreadConfig(1, 1, tasks_sharing_host=2)),
+    (ThreadConfig(), 3, 8, ThreadConfig(2, 2, tasks_sharing_host=3)),
+    (ThreadConfig(), 4, 2, ThreadConfig(1, 1, tasks_sharing_host=4)),  # one thread at least
+    # What the user set stays; only the unset pool is sized.
+    (ThreadConfig(inter_op_threads=4), 2, 8, ThreadConfig(4, 4, tasks_sharing_host=2)),
+])
+def test_tasks_sharing_a_host_split_its_cores(config, tasks, cores, expected):
+    assert threads.shared_by(config, tasks, cores) == expected
+
+
+def test_a_shared_host_is_said_with_the_threads(recorded, caplog):
+    del recorded
+    with caplog.at_level('INFO'):
+        threads.apply(threads.shared_by(ThreadConfig(), 2, 2))
+    assert '2 workers of the cluster share this host' in caplog.text

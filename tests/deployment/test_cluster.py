@@ -146,3 +146,13 @@ def test_a_port_in_use_is_a_usage_error():
         with pytest.raises(UsageError, match=f'Port {port} of worker task 0 .* already '
                                              'in use'):
             cluster.check_port_free(resolved)
+
+
+@pytest.mark.parametrize('workers, task, expected', [
+    (('127.0.0.1:2222', '127.0.0.1:2223'), 1, 2),
+    (('node1:2222', 'node1:2223', 'node2:2222'), 2, 1),
+    (('node1:2222', 'node1:2223', 'node2:2222'), 0, 2),
+])
+def test_workers_on_this_host_count_by_the_host_part(workers, task, expected):
+    resolved = cluster.from_flags(None, ','.join(workers), 'worker', task)
+    assert resolved.workers_on_this_host() == expected

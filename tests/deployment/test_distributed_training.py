@@ -102,6 +102,8 @@ def test_all_reduce_workers_train_through_the_script(tmp_path, shapes_data, work
         chief_log = group.log('worker0')
     assert 'global step 30: loss' in chief_log
     assert 'strategy:     multi_worker' in chief_log
+    # Both on 127.0.0.1: each worker's thread pools take its share of the cores.
+    assert '2 workers of the cluster share this host' in chief_log
     assert (train_dir / 'model.ckpt-30.index').exists()
 
 
