@@ -58,6 +58,9 @@ def test_bad_input_exits_with_one_line(name, bad_input_results):
     assert result.stderr.rstrip().endswith(error_lines[0])
 
 
+# Slow: the fast docs test runs the same command (docs/data.md); this compares every
+# example with the library's, and took 7 s alone but up to 47 s inside the suite.
+@pytest.mark.slow
 def test_generates_shapes_identical_to_the_library(project_root, tmp_path, shapes_dir,
                                                    read_split):
     result = _run(project_root, "--dataset_name=shapes", f"--dataset_dir={tmp_path}")
