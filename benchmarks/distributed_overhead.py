@@ -4,8 +4,9 @@ train_image_classifier.py as a cluster on 127.0.0.1, interleaved.
   .venv/bin/python benchmarks/distributed_overhead.py --dataset_dir=/tmp/shapes \
       --model_name=cifarnet --batch_size=32 --rounds=5
 
-Modes: one process; multi-worker all-reduce (2 workers), also with the gradients in
-packs of --bytes_per_pack (all_reduce_packed), and with each worker's thread pools as
+Modes: one process; multi-worker all-reduce (2 workers), also with every gradient
+all-reduced whole (all_reduce_whole_gradients: --noall_reduce_weight_factors), with the
+gradients in packs of --bytes_per_pack (all_reduce_packed), and with each worker's thread pools as
 large as the machine (all_reduce_every_core: TensorFlow's sizing, which the workers
 sharing a host no longer get by default); asynchronous parameter servers
 (1 ps + 2 workers); sync replicas (1 ps + 2 workers, N = 2). Every run uses the same net
@@ -34,8 +35,8 @@ from absl import app, flags
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, 'train_image_classifier.py')
 RATE = re.compile(r'global step \d+: .*?, ([\d.]+) examples/sec\)')
-MODES = ('one_process', 'all_reduce', 'all_reduce_packed', 'all_reduce_every_core',
-         'async_ps', 'sync_replicas')
+MODES = ('one_process', 'all_reduce', 'all_reduce_whole_gradients', 'all_reduce_packed',
+         'all_reduce_every_core', 'async_ps', 'sync_replicas')
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('dataset_name', 'shapes', 'Dataset to train on.')
@@ -74,6 +75,8 @@ def _tasks(mode, train_dir):
     if mode.startswith('all_reduce'):
         ports = _ports(2)
         hosts = f'--worker_hosts=127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}'
+        if mode == 'all_reduce_whole_gradients':
+            training.append('--noall_reduce_weight_factors')
         if mode == 'all_reduce_packed':
             training.append(f'--all_reduce_bytes_per_pack={FLAGS.bytes_per_pack}')
         if mode == 'all_reduce_every_core':  # TensorFlow's sizing, not the host's share
@@ -136,7 +139,7 @@ def main(argv):
           f'rounds; ratio to one process per round: median [min, max]')
     for mode in modes:
         ratios = [s / base for s, base in zip(speeds[mode], speeds['one_process'])]
-        print(f'{mode:22s} {statistics.median(speeds[mode]):8.0f} examples/s   '
+        print(f'{mode:27s} {statistics.median(speeds[mode]):8.0f} examples/s   '
               f'{statistics.median(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}]')
 
 

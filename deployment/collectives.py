@@ -36,6 +36,9 @@ class AllReduceConfig:
     num_packs: int = 1
     # Between workers: gradients all-reduced in packs of about this size (0: one pack).
     bytes_per_pack: int = 0
+    # Between workers: matmul weights' gradients as factors where they are smaller
+    # (nets.layers.weight_factors).
+    weight_factors: bool = True
 
     def __post_init__(self):
         if self.algorithm and self.algorithm not in (NCCL, HIERARCHICAL_COPY, RING):
@@ -50,6 +53,8 @@ class AllReduceConfig:
         packs = f', {self.num_packs} pack(s)' if self.num_packs != 1 else ''
         if self.bytes_per_pack:
             packs += f', packs of {self.bytes_per_pack} bytes'
+        if not self.weight_factors:
+            packs += ', no weight factors'
         return (self.algorithm or 'TensorFlow\'s choice') + packs
 
 

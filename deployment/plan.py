@@ -51,6 +51,13 @@ class DeploymentPlan:
         (not on parameter servers, where each step runs on any worker)."""
         return not self._parameter_servers
 
+    @property
+    def factors_weight_gradients(self) -> bool:
+        """Whether matmul weights' gradients cross workers as their factors where smaller
+        (multi-worker all-reduce, unless --noall_reduce_weight_factors)."""
+        return self.agreement is not None and (self.config is None
+                                               or self.config.all_reduce.weight_factors)
+
     def examples_per_update(self, batch_size: int) -> int:
         """Examples one global step trains on."""
         return (batch_size * self.strategy.num_replicas_in_sync

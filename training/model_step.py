@@ -7,6 +7,7 @@ mixup/cutmix (training.batch_mixing), gradient accumulation
 (training.gradient_accumulation) and a distillation teacher (training.distillation)
 included.
 """
+import contextlib
 from typing import Callable, Sequence
 
 import tensorflow as tf
@@ -14,7 +15,7 @@ from absl import logging
 
 from core.errors import UsageError
 from nets import precision as precision_lib
-from nets.layers import stateless
+from nets.layers import stateless, weight_factors
 from training import (batch_mixing, checkpoints, distillation, gradient_accumulation,
                       loss_scaling, losses, moving_averages, summary_capture)
 from training.train_config import TrainConfig
@@ -45,7 +46,7 @@ class ModelStep:
 
     def __init__(self, *, strategy: tf.distribute.Strategy, network, optimizer,
                  learning_rate_fn: Callable, image_shape, config: TrainConfig,
-                 with_random_generator: bool):
+                 with_random_generator: bool, factor_weight_gradients: bool = False):
         self.strategy = strategy
         self.network = network
         self.optimizer = optimizer
@@ -54,7 +55,13 @@ class ModelStep:
         self.num_image_summaries = config.num_image_summaries
         self.mixing = config.mixing
         self.micro_batches = config.gradient_accumulation_steps
+        self.batch_size = config.batch_size  # per replica
         self.compute_dtype = precision_lib.compute_dtype(config.precision)
+        # Matmul weights' gradients as factors for the all-reduce (the deployment plan
+        # asks, between workers): not with a loss scale or micro-batches, whose
+        # gradients are unscaled or summed before they are aggregated.
+        self.factor_weight_gradients = (factor_weight_gradients and self.micro_batches == 1
+                                        and config.precision != 'mixed_float16')
         slow = precision_lib.slow_precision_reason(
             config.precision, on_gpu=bool(tf.config.list_logical_devices('GPU')))
         if slow:
@@ -107,7 +114,9 @@ class ModelStep:
     def replica_gradients(self, images, labels, step):
         """Forward and backward on one replica's batch, with the weights of `step`;
         returns (gradients, metrics, the batch's first images). With gradient
-        accumulation the batch is K micro-batches stacked ([K, batch, ...])."""
+        accumulation the batch is K micro-batches stacked ([K, batch, ...]). With
+        factor_weight_gradients, a matmul weight's gradient may be its factors
+        (nets.layers.weight_factors.Factored), which the all-reduce multiplies."""
         learning_rate = self.learning_rate_fn(step)
         if self.micro_batches == 1:
             gradients, metrics, first_images = self._gradients(images, labels, step)
@@ -128,7 +137,7 @@ class ModelStep:
                 images, labels, stateless.random_seed(self.random_generator), self.mixing)
         teacher = (self.teacher.soft_targets(tf.cast(images, self.compute_dtype))
                    if self.teacher is not None else None)
-        with tf.GradientTape() as tape:
+        with tf.GradientTape() as tape, self._weight_factor_recording(tape) as recording:
             # Nets whose schedule follows training (NASNet's drop-path) read the step.
             logits, end_points = self.network(
                 tf.cast(images, self.compute_dtype), training=True, step=step,
@@ -142,12 +151,29 @@ class ModelStep:
                                         * self.micro_batches)
             if self.loss_scale is not None:
                 scaled_loss = self.loss_scale.scale_loss(scaled_loss)
-        gradients = tape.gradient(scaled_loss, self.train_variables)
+        if recording is not None:
+            outputs = recording.outputs()
+            gradients = tape.gradient(scaled_loss, self.train_variables + outputs)
+            gradients = recording.factored(self.train_variables,
+                                           gradients[:len(self.train_variables)],
+                                           gradients[len(self.train_variables):])
+        else:
+            gradients = tape.gradient(scaled_loss, self.train_variables)
         if self.loss_scale is not None:
             gradients = self.loss_scale.unscale(gradients)
         self.summary_capture.capture_activations(end_points)
         return gradients, {'total_loss': total_loss, **loss_terms}, \
             images[:self.num_image_summaries]
+
+    def _weight_factor_recording(self, tape):
+        """A recording of matmul weights' factors for `tape`, when asked and replicas
+        are in sync (deployment.aggregation all-reduces the factors); else a context
+        giving None."""
+        replicas = self.strategy.num_replicas_in_sync
+        if not self.factor_weight_gradients or replicas < 2:
+            return contextlib.nullcontext()
+        return weight_factors.Recording(self.train_variables, replicas, self.batch_size,
+                                        tape)
 
     def apply_gradients(self, grads_and_vars, learning_rate):
         """The optimizer's update; in float16, skipped when a gradient overflowed (the

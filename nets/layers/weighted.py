@@ -13,6 +13,7 @@ from nets.layers.fake_quant import ActivationQuantizer, Quantization
 from nets.layers.initializers import xavier_initializer, zeros_initializer
 from nets.layers.module import Module
 from nets.layers.normalization import BatchNorm
+from nets.layers import weight_factors
 
 IntTuple = Union[int, Sequence[int]]
 
@@ -62,6 +63,14 @@ class WeightedLayer(Module):
         if self.quantization is not None:
             weights = self.quantization.weights(weights, per_channel)
         return read(weights, dtype)
+
+    def _matmul(self, inputs, weights):
+        """inputs [rows, M] @ weights [M, N]; recorded as the weight gradient's factors
+        when the training step asks (nets.layers.weight_factors). Not in a
+        quantization-aware net, whose fake-quantized weights' gradient is clipped."""
+        if self.quantization is not None:
+            return tf.matmul(inputs, weights)
+        return weight_factors.matmul(inputs, weights, self.weights)
 
     def _finish(self, outputs, training):
         if self.batch_norm is not None:
@@ -121,8 +130,8 @@ class ConvND(WeightedLayer):
             # A fully connected layer written as a conv (VGG's fc6-8, the 1x1 logits
             # on a pooled map): one matmul. oneDNN's conv of a 1x1 output computes the
             # same sums several times slower, mostly in the filter gradient.
-            flat = tf.matmul(tf.reshape(inputs, [-1, math.prod(weights.shape[:-1])]),
-                             tf.reshape(weights, [-1, self.num_outputs]))
+            flat = self._matmul(tf.reshape(inputs, [-1, math.prod(weights.shape[:-1])]),
+                                tf.reshape(weights, [-1, self.num_outputs]))
             outputs = tf.reshape(flat, [-1, *[1] * self.rank, self.num_outputs])
         else:
             outputs = tf.nn.convolution(inputs, weights, strides=self.stride,
@@ -207,6 +216,6 @@ class FullyConnected(WeightedLayer):
             self._add_biases(self.num_outputs)
             self._built = True
         weights = self._read_weights(self.weights, inputs.dtype, per_channel=False)
-        outputs = (tf.matmul(inputs, weights) if inputs.shape.rank == 2
+        outputs = (self._matmul(inputs, weights) if inputs.shape.rank == 2
                    else tf.tensordot(inputs, weights, axes=1))
         return self._finish(outputs, training)

@@ -19,9 +19,13 @@ SETTINGS = ['--noprefetch_to_device', '--per_replica_buffer_size=2',
 def test_training_flags_reach_the_deployment_and_the_threads(parsed):
     job = configs.training_from_flags(parsed(TRAIN, '--strategy=multi_worker',
                                              '--all_reduce_alg=ring',
-                                             '--all_reduce_bytes_per_pack=4096', *SETTINGS))
+                                             '--all_reduce_bytes_per_pack=4096',
+                                             '--noall_reduce_weight_factors', *SETTINGS))
     assert job.deployment.all_reduce == AllReduceConfig('ring', num_packs=1,
-                                                        bytes_per_pack=4096)
+                                                        bytes_per_pack=4096,
+                                                        weight_factors=False)
+    assert job.deployment.all_reduce.describe() == ('ring, packs of 4096 bytes, no weight '
+                                                    'factors')
     assert job.deployment.prefetch == DevicePrefetch(to_device=False, buffer_size=2)
     assert job.threads == ThreadConfig(2, 3, 'gpu_private', 1)
 

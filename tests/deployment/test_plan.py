@@ -30,6 +30,8 @@ def test_local_strategies_run_in_this_process():
         assert isinstance(steps.runner, runners.LocalRunner)
         assert isinstance(steps.aggregator, aggregation.AllReduce)
         assert plan.agreement is None
+        # Clones on one host all-reduce in memory: whole gradients.
+        assert not plan.factors_weight_gradients
 
 
 def test_sync_replicas_need_parameter_servers():

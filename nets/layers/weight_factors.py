@@ -1,0 +1,131 @@
+"""Weight gradients as factors, for the all-reduce between workers.
+
+A matmul layer's weight gradient is inputs^T @ output_gradients: for R replicas of B
+rows each and an M x N weight, R x B x (M + N) numbers give the M x N sum over replicas
+(the "sufficient factors" of Xie et al., 2015). When they are at most half the weight's
+size, the step all-reduces them instead of the gradient, and each worker multiplies
+them: the same sum, added in another order.
+
+While a `Recording` is open (training.model_step opens one when workers all-reduce),
+a matmul layer (fully connected, or a conv covering its whole input) whose weight is
+worth factoring records its inputs and outputs and stops its weight's gradient through
+the product: the tape then gives the weight's other terms (weight decay), and the
+outputs' gradient, which the step asks for. deployment.aggregation all-reduces the
+factors and multiplies them.
+"""
+import dataclasses
+import math
+import threading
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+_open = threading.local()  # the replica's Recording (each replica traces in its thread)
+
+
+@dataclasses.dataclass
+class Factored:
+    """One replica's gradient of a matmul weight: `rest` + inputs^T @ output_gradients.
+
+    rest: the gradient of the loss's other terms (weight decay), a function of the
+    weight alone and so equal on every replica; None if there are none.
+    """
+    rest: Optional[tf.Tensor]
+    inputs: tf.Tensor            # [rows, M]
+    output_gradients: tf.Tensor  # [rows, N]
+    max_rows: int                # rows at most: the same on every replica (a full batch)
+
+    def local_gradient(self, shape) -> tf.Tensor:
+        """This replica's gradient alone, in the weight's shape."""
+        product = tf.matmul(tf.cast(self.inputs, tf.float32),
+                            tf.cast(self.output_gradients, tf.float32), transpose_a=True)
+        product = tf.reshape(product, shape)
+        return product if self.rest is None else product + self.rest
+
+
+def worth_factoring(weight_shape: Sequence[int], rows: Optional[int], replicas: int) -> bool:
+    """Whether every replica's factors, stacked, are at most half the weight's size."""
+    if rows is None or replicas < 2:
+        return False
+    inputs, outputs = math.prod(weight_shape[:-1]), weight_shape[-1]
+    return 2 * replicas * rows * (inputs + outputs) <= inputs * outputs
+
+
+class Recording:
+    """Records the factors of `variables` worth factoring, in the layers called while
+    it is open (in this thread), for `tape`; `replicas`: the replicas in sync;
+    `batch_size`: the per-replica batch, a bound on a layer's rows where its batch
+    dimension is not static (a distributed input's)."""
+
+    def __init__(self, variables: Sequence[tf.Variable], replicas: int, batch_size: int,
+                 tape: tf.GradientTape):
+        self._candidates = {v.ref() for v in variables}
+        self._tape = tape
+        self.replicas = replicas
+        self.batch_size = batch_size
+        # variable ref -> [(inputs, outputs)], one pair per call of its layer.
+        self.records: Dict[object, List[Tuple[tf.Tensor, tf.Tensor]]] = {}
+
+    def __enter__(self):
+        if getattr(_open, 'recording', None) is not None:
+            raise RuntimeError('A weight-factor recording is open already.')
+        _open.recording = self
+        return self
+
+    def __exit__(self, *exc):
+        _open.recording = None
+
+    def max_rows(self, inputs: tf.Tensor) -> int:
+        """A bound on the rows of `inputs` that is the same on every replica (a short
+        last batch on one replica has fewer rows)."""
+        return max(inputs.shape[0] or 0, self.batch_size)
+
+    def wants(self, variable, inputs) -> bool:
+        """Whether this call of `variable`'s layer is recorded as factors."""
+        ref = variable.ref()
+        if ref in self.records:  # called again: each call's product must be stopped too
+            return True
+        return (ref in self._candidates
+                and worth_factoring(variable.shape, self.max_rows(inputs), self.replicas))
+
+    def record(self, variable, inputs, outputs):
+        # Watched: with its weight's path stopped, the product may hang on no watched
+        # tensor (a layer on the input), and the tape would not reach it.
+        self._tape.watch(outputs)
+        self.records.setdefault(variable.ref(), []).append((inputs, outputs))
+
+    def outputs(self) -> List[tf.Tensor]:
+        """Every recorded output, in recording order (the tape's extra sources)."""
+        return [out for pairs in self.records.values() for _, out in pairs]
+
+    def factored(self, variables: Sequence[tf.Variable], gradients: Sequence,
+                 output_gradients: Sequence) -> list:
+        """`gradients` (the tape's, of `variables`) with each recorded weight's replaced
+        by its Factored; output_gradients: the tape's gradients of `outputs()`."""
+        by_output = iter(output_gradients)
+        factors = {}
+        for ref, pairs in self.records.items():
+            grads = [next(by_output) for _ in pairs]
+            kept = [(inputs, grad) for (inputs, _), grad in zip(pairs, grads)
+                    if grad is not None]
+            if kept:
+                factors[ref] = (tf.concat([i for i, _ in kept], 0),
+                                tf.concat([g for _, g in kept], 0),
+                                sum(self.max_rows(i) for i, _ in kept))
+        result = []
+        for variable, gradient in zip(variables, gradients):
+            if variable.ref() in factors:
+                gradient = Factored(gradient, *factors[variable.ref()])
+            result.append(gradient)
+        return result
+
+
+def matmul(inputs: tf.Tensor, weights: tf.Tensor, variable: tf.Variable) -> tf.Tensor:
+    """inputs [rows, M] @ weights [M, N], the value of `variable` as the layer reads it
+    (cast, reshaped); recorded as factors when a Recording wants them."""
+    recording = getattr(_open, 'recording', None)
+    if recording is None or not recording.wants(variable, inputs):
+        return tf.matmul(inputs, weights)
+    outputs = tf.matmul(inputs, tf.stop_gradient(weights))
+    recording.record(variable, inputs, outputs)
+    return outputs
