@@ -4,7 +4,9 @@ train_image_classifier.py as a cluster on 127.0.0.1, interleaved.
   .venv/bin/python benchmarks/distributed_overhead.py --dataset_dir=/tmp/shapes \
       --model_name=cifarnet --batch_size=32 --rounds=5
 
-Modes: one process; multi-worker all-reduce (2 workers), also with every gradient
+Modes: one process; two one-device processes of one thread each that never
+communicate (two_processes_apart: what two workers sharing the cores would train with
+free communication; their examples/s summed); multi-worker all-reduce (2 workers), also with every gradient
 all-reduced whole (all_reduce_whole_gradients: --noall_reduce_weight_factors), with the
 gradients in packs of --bytes_per_pack (all_reduce_packed), and with each worker's thread pools as
 large as the machine (all_reduce_every_core: TensorFlow's sizing, which the workers
@@ -35,8 +37,8 @@ from absl import app, flags
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, 'train_image_classifier.py')
 RATE = re.compile(r'global step \d+: .*?, ([\d.]+) examples/sec\)')
-MODES = ('one_process', 'all_reduce', 'all_reduce_whole_gradients', 'all_reduce_packed',
-         'all_reduce_every_core', 'async_ps', 'sync_replicas')
+MODES = ('one_process', 'two_processes_apart', 'all_reduce', 'all_reduce_whole_gradients',
+         'all_reduce_packed', 'all_reduce_every_core', 'async_ps', 'sync_replicas')
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('dataset_name', 'shapes', 'Dataset to train on.')
@@ -64,7 +66,8 @@ def _ports(count):
 
 
 def _tasks(mode, train_dir):
-    """[(name, flags)] of a mode's processes, the chief last."""
+    """[(name, flags)] of a mode's processes, the chief last (two_processes_apart: two
+    chiefs, 'chief' and 'chief2')."""
     training = [f'--dataset_name={FLAGS.dataset_name}', f'--dataset_dir={FLAGS.dataset_dir}',
                 f'--model_name={FLAGS.model_name}', f'--batch_size={FLAGS.batch_size}',
                 f'--train_dir={train_dir}', f'--max_number_of_steps={FLAGS.steps}',
@@ -72,6 +75,10 @@ def _tasks(mode, train_dir):
                 '--save_summaries_secs=100000']
     if mode == 'one_process':
         return [('chief', training)]
+    if mode == 'two_processes_apart':
+        one_thread = ['--inter_op_threads=1', '--intra_op_threads=1']
+        return [(name, [*training, f'--train_dir={train_dir}_{name}', *one_thread])
+                for name in ('chief2', 'chief')]
     if mode.startswith('all_reduce'):
         ports = _ports(2)
         hosts = f'--worker_hosts=127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}'
@@ -95,7 +102,8 @@ def _tasks(mode, train_dir):
 
 
 def run_once(mode):
-    """The median examples/sec of the chief's log lines after the first --skip_lines."""
+    """The median examples/sec of the chief's log lines after the first --skip_lines
+    (two_processes_apart: the sum of both chiefs')."""
     with tempfile.TemporaryDirectory() as work:
         env = {**os.environ, 'PYTHONPATH': ROOT}
         children = {}
@@ -105,19 +113,24 @@ def run_once(mode):
                     [sys.executable, SCRIPT, *task_flags], cwd=ROOT, env=env,
                     stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, name), 'w'),
                     start_new_session=True)
-            status = children['chief'].wait(timeout=FLAGS.timeout)
-            log = open(os.path.join(work, 'chief')).read()
+            chiefs = [name for name in children if name.startswith('chief')]
+            statuses = [children[name].wait(timeout=FLAGS.timeout) for name in chiefs]
+            logs = [open(os.path.join(work, name)).read() for name in chiefs]
         finally:
             for child in children.values():
                 if child.poll() is None:
                     os.killpg(child.pid, signal.SIGKILL)
                     child.wait()
-        if status != 0:
-            sys.exit(f'{mode} failed: {(log.strip().splitlines() or ["no output"])[-1]}')
-        rates = [float(rate) for rate in RATE.findall(log)][FLAGS.skip_lines:]
-        if not rates:
-            sys.exit(f'{mode}: no log line after the first {FLAGS.skip_lines}; raise --steps.')
-        return statistics.median(rates)
+        total = 0.0
+        for status, log in zip(statuses, logs):
+            if status != 0:
+                sys.exit(f'{mode} failed: {(log.strip().splitlines() or ["no output"])[-1]}')
+            rates = [float(rate) for rate in RATE.findall(log)][FLAGS.skip_lines:]
+            if not rates:
+                sys.exit(f'{mode}: no log line after the first {FLAGS.skip_lines}; raise '
+                         '--steps.')
+            total += statistics.median(rates)
+        return total
 
 
 def main(argv):
