@@ -58,8 +58,10 @@ def _batches(rows):
 
 
 def _two_replicas():
-    # One strategy for both runs: another would reuse its collectives' keys.
-    return tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
+    # Reduced on one device: collective ops (the default here) of a later
+    # MirroredStrategy in this process would reuse these ones' keys, with other shapes.
+    return tf.distribute.MirroredStrategy(
+        ['/cpu:0', '/cpu:1'], cross_device_ops=tf.distribute.ReductionToOneDevice())
 
 
 def test_factored_weights_all_reduce_to_the_sum_of_whole_gradients():
