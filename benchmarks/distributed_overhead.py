@@ -6,10 +6,10 @@ train_image_classifier.py as a cluster on 127.0.0.1, interleaved.
 
 Modes: one process; two one-device processes of one thread each that never
 communicate (two_processes_apart: what two workers sharing the cores would train with
-free communication; their examples/s summed); multi-worker all-reduce (2 workers), also with every gradient
-all-reduced whole (all_reduce_whole_gradients: --noall_reduce_weight_factors), with the
-gradients in packs of --bytes_per_pack (all_reduce_packed), and with each worker's thread pools as
-large as the machine (all_reduce_every_core: TensorFlow's sizing, which the workers
+free communication; their examples/s summed); multi-worker all-reduce (2 workers),
+also with every gradient all-reduced whole (all_reduce_whole_gradients:
+--noall_reduce_weight_factors), with the gradients in packs of --bytes_per_pack
+(all_reduce_packed), and with each worker's thread pools as large as the machine (all_reduce_every_core: TensorFlow's sizing, which the workers
 sharing a host no longer get by default); asynchronous parameter servers
 (1 ps + 2 workers); sync replicas (1 ps + 2 workers, N = 2). Every run uses the same net
 and per-replica batch and reads the examples/sec of the chief's log lines (examples of
@@ -65,20 +65,23 @@ def _ports(count):
     return ports
 
 
+def _training_flags(train_dir):
+    return [f'--dataset_name={FLAGS.dataset_name}', f'--dataset_dir={FLAGS.dataset_dir}',
+            f'--model_name={FLAGS.model_name}', f'--batch_size={FLAGS.batch_size}',
+            f'--train_dir={train_dir}', f'--max_number_of_steps={FLAGS.steps}',
+            f'--log_every_n_steps={FLAGS.log_every}', '--save_interval_secs=100000',
+            '--save_summaries_secs=100000']
+
+
 def _tasks(mode, train_dir):
     """[(name, flags)] of a mode's processes, the chief last (two_processes_apart: two
     chiefs, 'chief' and 'chief2')."""
-    training = [f'--dataset_name={FLAGS.dataset_name}', f'--dataset_dir={FLAGS.dataset_dir}',
-                f'--model_name={FLAGS.model_name}', f'--batch_size={FLAGS.batch_size}',
-                f'--train_dir={train_dir}', f'--max_number_of_steps={FLAGS.steps}',
-                f'--log_every_n_steps={FLAGS.log_every}', '--save_interval_secs=100000',
-                '--save_summaries_secs=100000']
+    if mode == 'two_processes_apart':
+        return [(name, [*_training_flags(f'{train_dir}_{name}'), '--inter_op_threads=1',
+                        '--intra_op_threads=1']) for name in ('chief2', 'chief')]
+    training = _training_flags(train_dir)
     if mode == 'one_process':
         return [('chief', training)]
-    if mode == 'two_processes_apart':
-        one_thread = ['--inter_op_threads=1', '--intra_op_threads=1']
-        return [(name, [*training, f'--train_dir={train_dir}_{name}', *one_thread])
-                for name in ('chief2', 'chief')]
     if mode.startswith('all_reduce'):
         ports = _ports(2)
         hosts = f'--worker_hosts=127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}'

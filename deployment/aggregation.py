@@ -39,8 +39,7 @@ class AllReduce:
             return []
         context = tf.distribute.get_replica_context()
         if context is None or context.num_replicas_in_sync == 1:
-            return [(g.local_gradient(v.shape) if isinstance(g, Factored) else g, v)
-                    for g, v in pairs]
+            return pairs  # (nothing is recorded as factors for one replica)
         replicas = context.num_replicas_in_sync
         sent = [_in_replica_slot(g, context.replica_id_in_sync_group, replicas)
                 if isinstance(g, Factored) else g for g, _ in pairs]

@@ -151,14 +151,8 @@ class ModelStep:
                                         * self.micro_batches)
             if self.loss_scale is not None:
                 scaled_loss = self.loss_scale.scale_loss(scaled_loss)
-        if recording is not None:
-            outputs = recording.outputs()
-            gradients = tape.gradient(scaled_loss, self.train_variables + outputs)
-            gradients = recording.factored(self.train_variables,
-                                           gradients[:len(self.train_variables)],
-                                           gradients[len(self.train_variables):])
-        else:
-            gradients = tape.gradient(scaled_loss, self.train_variables)
+        # With a recording, factored weights' gradients come as their factors.
+        gradients = (recording or tape).gradient(scaled_loss, self.train_variables)
         if self.loss_scale is not None:
             gradients = self.loss_scale.unscale(gradients)
         self.summary_capture.capture_activations(end_points)

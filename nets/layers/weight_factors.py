@@ -35,13 +35,6 @@ class Factored:
     output_gradients: tf.Tensor  # [rows, N]
     max_rows: int                # rows at most: the same on every replica (a full batch)
 
-    def local_gradient(self, shape) -> tf.Tensor:
-        """This replica's gradient alone, in the weight's shape."""
-        product = tf.matmul(tf.cast(self.inputs, tf.float32),
-                            tf.cast(self.output_gradients, tf.float32), transpose_a=True)
-        product = tf.reshape(product, shape)
-        return product if self.rest is None else product + self.rest
-
 
 def worth_factoring(weight_shape: Sequence[int], rows: Optional[int], replicas: int) -> bool:
     """Whether every replica's factors, stacked, are at most half the weight's size."""
@@ -94,28 +87,24 @@ class Recording:
         self._tape.watch(outputs)
         self.records.setdefault(variable.ref(), []).append((inputs, outputs))
 
-    def outputs(self) -> List[tf.Tensor]:
-        """Every recorded output, in recording order (the tape's extra sources)."""
-        return [out for pairs in self.records.values() for _, out in pairs]
-
-    def factored(self, variables: Sequence[tf.Variable], gradients: Sequence,
-                 output_gradients: Sequence) -> list:
-        """`gradients` (the tape's, of `variables`) with each recorded weight's replaced
-        by its Factored; output_gradients: the tape's gradients of `outputs()`."""
-        by_output = iter(output_gradients)
-        factors = {}
-        for ref, pairs in self.records.items():
-            grads = [next(by_output) for _ in pairs]
-            kept = [(inputs, grad) for (inputs, _), grad in zip(pairs, grads)
-                    if grad is not None]
-            if kept:
-                factors[ref] = (tf.concat([i for i, _ in kept], 0),
-                                tf.concat([g for _, g in kept], 0),
-                                sum(self.max_rows(i) for i, _ in kept))
+    def gradient(self, target: tf.Tensor, variables: Sequence[tf.Variable]) -> list:
+        """The tape's gradients of `target` for `variables`, each recorded weight's as
+        its Factored: the tape's own gradient of it (now its other terms) as `rest`, and
+        the gradients of its recorded outputs."""
+        pairs = [(ref, pair) for ref, calls in self.records.items() for pair in calls]
+        outputs = [out for _, (_, out) in pairs]
+        gradients = self._tape.gradient(target, [*variables, *outputs])
+        kept = {}  # ref -> [(inputs, output gradients)] of the calls that reach the target
+        for (ref, (inputs, _)), grad in zip(pairs, gradients[len(variables):]):
+            if grad is not None:
+                kept.setdefault(ref, []).append((inputs, grad))
         result = []
         for variable, gradient in zip(variables, gradients):
-            if variable.ref() in factors:
-                gradient = Factored(gradient, *factors[variable.ref()])
+            calls = kept.get(variable.ref())
+            if calls:
+                gradient = Factored(gradient, tf.concat([i for i, _ in calls], 0),
+                                    tf.concat([g for _, g in calls], 0),
+                                    sum(self.max_rows(i) for i, _ in calls))
             result.append(gradient)
         return result
 
