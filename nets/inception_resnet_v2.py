@@ -137,10 +137,12 @@ class InceptionResnetV2(Network):
                  is_training: bool = False, dropout_keep_prob: float = 0.8,
                  create_aux_logits: bool = True, activation_fn: Optional[Callable] = tf.nn.relu,
                  output_stride: int = 16, align_feature_maps: bool = False,
-                 drop_path_rate: float = 0.0, scope: str = 'InceptionResnetV2', spec=None,
+                 drop_path_rate: float = 0.0, scope: str = 'InceptionResnetV2',
+                 batch_norm: layers.BatchNormParams = BATCH_NORM, spec=None,
                  quantization=None):
         super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
                          spec=spec, quantization=quantization)
+        self.batch_norm = batch_norm
         if output_stride not in OUTPUT_STRIDES:
             raise ValueError(f'output_stride must be 8 or 16, got {output_stride!r}.')
         self.dropout_keep_prob = dropout_keep_prob
@@ -192,7 +194,7 @@ class InceptionResnetV2(Network):
     def _conv(self, name, depth, kernel, stride=1, padding='SAME', rate=1):
         # slim's inception_resnet_v2_arg_scope: batch norm, ReLU, Xavier weights.
         return layers.Conv2D(name, depth, kernel, stride=stride, padding=padding, rate=rate,
-                             normalizer=BATCH_NORM, weight_decay=self.weight_decay,
+                             normalizer=self.batch_norm, weight_decay=self.weight_decay,
                              quantization=self.quantization)
 
     def _fully_connected(self, name):
@@ -249,7 +251,8 @@ class InceptionResnetV2(Network):
 @register_network('inception_resnet_v2', default_image_size=299,
                   preprocessing_name='inception', checkpoint_num_classes=1001,
                   checkpoint_file='inception_resnet_v2_2016_08_30.tar.gz',
-                  drop_path_option='drop_path_rate')
+                  drop_path_option='drop_path_rate',
+                  batch_norm=BATCH_NORM)
 def inception_resnet_v2(num_classes=1001, weight_decay=0.00004, is_training=False,
                         **options) -> Optional[InceptionResnetV2]:
     return InceptionResnetV2(num_classes, weight_decay=weight_decay,

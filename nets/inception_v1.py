@@ -56,12 +56,14 @@ class InceptionV1(StemAndBlocksNet):
                  is_training: bool = False, dropout_keep_prob: float = 0.8,
                  spatial_squeeze: bool = True, global_pool: bool = False,
                  include_root_block: bool = True, scope: str = 'InceptionV1',
+                 batch_norm: layers.BatchNormParams = BATCH_NORM,
                  spec=None, quantization=None):
         super().__init__(num_classes, scope=scope, is_training=is_training,
                          weight_decay=weight_decay, dropout_keep_prob=dropout_keep_prob,
                          spatial_squeeze=spatial_squeeze, global_pool=global_pool,
                          logits_name='Logits/Conv2d_0c_1x1', spec=spec,
                          quantization=quantization)
+        self.batch_norm = batch_norm
         root = ROOT_BLOCK if include_root_block else []
         self.end_point_layers += [
             (layer_spec[1], inception_blocks.build_layer(layer_spec, self._conv))
@@ -74,7 +76,7 @@ class InceptionV1(StemAndBlocksNet):
 
     def _conv(self, name, depth, kernel, stride=1, padding='SAME'):
         return layers.Conv2D(name, depth, kernel, stride=stride, padding=padding,
-                             normalizer=BATCH_NORM,
+                             normalizer=self.batch_norm,
                              weights_initializer=layers.truncated_normal_initializer(0.01),
                              weight_decay=self.weight_decay,
                              quantization=self.quantization)
@@ -91,7 +93,8 @@ class InceptionV1(StemAndBlocksNet):
 
 @register_network('inception_v1', default_image_size=224, preprocessing_name='inception',
                   checkpoint_num_classes=1001,
-                  checkpoint_file='inception_v1_2016_08_28.tar.gz')
+                  checkpoint_file='inception_v1_2016_08_28.tar.gz',
+                  batch_norm=BATCH_NORM)
 def inception_v1(num_classes=1000, weight_decay=0.00004, is_training=False,
                  **options) -> InceptionV1:
     return InceptionV1(num_classes, weight_decay=weight_decay, is_training=is_training,

@@ -99,13 +99,15 @@ class InceptionV2(StemAndBlocksNet):
                  min_depth: int = 16, depth_multiplier: float = 1.0,
                  spatial_squeeze: bool = True, global_pool: bool = False,
                  use_separable_conv: bool = True, include_root_block: bool = True,
-                 data_format: str = 'NHWC', scope: str = 'InceptionV2', spec=None,
+                 data_format: str = 'NHWC', scope: str = 'InceptionV2',
+                 batch_norm: layers.BatchNormParams = BATCH_NORM, spec=None,
                  quantization=None):
         super().__init__(num_classes, scope=scope, is_training=is_training,
                          weight_decay=weight_decay, dropout_keep_prob=dropout_keep_prob,
                          spatial_squeeze=spatial_squeeze, global_pool=global_pool,
                          logits_name='Logits/Conv2d_1c_1x1', spec=spec,
                          quantization=quantization)
+        self.batch_norm = batch_norm
         if depth_multiplier <= 0:
             raise ValueError('depth_multiplier is not greater than zero.')
         if data_format != 'NHWC':
@@ -126,7 +128,7 @@ class InceptionV2(StemAndBlocksNet):
         initializer = (layers.variance_scaling_initializer() if stddev is None
                        else layers.truncated_normal_initializer(stddev))
         return layers.Conv2D(name, self._depth(depth), kernel, stride=stride,
-                             padding=padding, normalizer=BATCH_NORM,
+                             padding=padding, normalizer=self.batch_norm,
                              weights_initializer=initializer, weight_decay=self.weight_decay,
                              quantization=self.quantization)
 
@@ -159,7 +161,8 @@ class InceptionV2(StemAndBlocksNet):
 
 @register_network('inception_v2', default_image_size=224, preprocessing_name='inception',
                   checkpoint_num_classes=1001,
-                  checkpoint_file='inception_v2_2016_08_28.tar.gz')
+                  checkpoint_file='inception_v2_2016_08_28.tar.gz',
+                  batch_norm=BATCH_NORM)
 def inception_v2(num_classes=1000, weight_decay=0.00004, is_training=False,
                  **options) -> InceptionV2:
     return InceptionV2(num_classes, weight_decay=weight_decay, is_training=is_training,

@@ -89,10 +89,12 @@ class InceptionV3(Network):
                  is_training: bool = False, dropout_keep_prob: float = 0.8,
                  min_depth: int = 16, depth_multiplier: float = 1.0,
                  spatial_squeeze: bool = True, create_aux_logits: bool = True,
-                 global_pool: bool = False, scope: str = 'InceptionV3', spec=None,
+                 global_pool: bool = False, scope: str = 'InceptionV3',
+                 batch_norm: layers.BatchNormParams = BATCH_NORM, spec=None,
                  quantization=None):
         super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
                          spec=spec, quantization=quantization)
+        self.batch_norm = batch_norm
         if depth_multiplier <= 0:
             raise ValueError('depth_multiplier is not greater than zero.')
         self.dropout_keep_prob = dropout_keep_prob
@@ -122,7 +124,7 @@ class InceptionV3(Network):
     def _conv(self, name, depth, kernel, stride=1, padding='SAME', **options):
         options.setdefault('weights_initializer', layers.variance_scaling_initializer())
         return layers.Conv2D(name, self._depth(depth), kernel, stride=stride,
-                             padding=padding, normalizer=BATCH_NORM,
+                             padding=padding, normalizer=self.batch_norm,
                              weight_decay=self.weight_decay, quantization=self.quantization,
                              **options)
 
@@ -170,7 +172,8 @@ class InceptionV3(Network):
 
 @register_network('inception_v3', default_image_size=299, preprocessing_name='inception',
                   checkpoint_num_classes=1001,
-                  checkpoint_file='inception_v3_2016_08_28.tar.gz')
+                  checkpoint_file='inception_v3_2016_08_28.tar.gz',
+                  batch_norm=BATCH_NORM)
 def inception_v3(num_classes=1000, weight_decay=0.00004, is_training=False,
                  **options) -> Optional[InceptionV3]:
     return InceptionV3(num_classes, weight_decay=weight_decay, is_training=is_training,

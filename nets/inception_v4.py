@@ -94,10 +94,12 @@ class InceptionV4(Network):
 
     def __init__(self, num_classes: int = 1001, *, weight_decay: float = 0.00004,
                  is_training: bool = False, dropout_keep_prob: float = 0.8,
-                 create_aux_logits: bool = True, scope: str = 'InceptionV4', spec=None,
+                 create_aux_logits: bool = True, scope: str = 'InceptionV4',
+                 batch_norm: layers.BatchNormParams = BATCH_NORM, spec=None,
                  quantization=None):
         super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
                          spec=spec, quantization=quantization)
+        self.batch_norm = batch_norm
         self.dropout_keep_prob = dropout_keep_prob
         self.weight_decay = weight_decay
         self.blocks = [(layer_spec[1], inception_blocks.build_layer(layer_spec, self._conv))
@@ -114,7 +116,7 @@ class InceptionV4(Network):
     def _conv(self, name, depth, kernel, stride=1, padding='SAME'):
         # slim's inception_arg_scope: batch norm, ReLU, variance-scaling weights.
         return layers.Conv2D(name, depth, kernel, stride=stride, padding=padding,
-                             normalizer=BATCH_NORM,
+                             normalizer=self.batch_norm,
                              weights_initializer=layers.variance_scaling_initializer(),
                              weight_decay=self.weight_decay, quantization=self.quantization)
 
@@ -148,7 +150,8 @@ class InceptionV4(Network):
 
 @register_network('inception_v4', default_image_size=299, preprocessing_name='inception',
                   checkpoint_num_classes=1001,
-                  checkpoint_file='inception_v4_2016_09_09.tar.gz')
+                  checkpoint_file='inception_v4_2016_09_09.tar.gz',
+                  batch_norm=BATCH_NORM)
 def inception_v4(num_classes=1001, weight_decay=0.00004, is_training=False,
                  **options) -> Optional[InceptionV4]:
     return InceptionV4(num_classes, weight_decay=weight_decay, is_training=is_training,

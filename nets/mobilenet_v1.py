@@ -38,7 +38,8 @@ class MobileNetV1(Network):
                  min_depth: int = 8, depth_multiplier: float = 1.0,
                  conv_defs: Optional[Sequence] = None, output_stride: Optional[int] = None,
                  use_explicit_padding: bool = False, spatial_squeeze: bool = True,
-                 global_pool: bool = False, scope: str = 'MobilenetV1', spec=None,
+                 global_pool: bool = False, scope: str = 'MobilenetV1',
+                 batch_norm: layers.BatchNormParams = BATCH_NORM, spec=None,
                  quantization=None):
         super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
                          spec=spec, quantization=quantization)
@@ -49,7 +50,7 @@ class MobileNetV1(Network):
         self.dropout_keep_prob = dropout_keep_prob
         self.spatial_squeeze = spatial_squeeze
         self.global_pool = global_pool
-        common = dict(activation=tf.nn.relu6, normalizer=BATCH_NORM,
+        common = dict(activation=tf.nn.relu6, normalizer=batch_norm,
                       weights_initializer=layers.truncated_normal_initializer(0.09),
                       quantization=self.quantization)
         padding = 'EXPLICIT' if use_explicit_padding else 'SAME'
@@ -113,7 +114,8 @@ class MobileNetV1(Network):
 
 def _register(name, depth_multiplier, checkpoint_file):
     @register_network(name, default_image_size=224, preprocessing_name='inception',
-                      checkpoint_num_classes=1001, checkpoint_file=checkpoint_file)
+                      checkpoint_num_classes=1001, checkpoint_file=checkpoint_file,
+                      batch_norm=BATCH_NORM)
     def build(num_classes=1000, weight_decay=0.00004, is_training=False, **options):
         options.setdefault('depth_multiplier', depth_multiplier)
         return MobileNetV1(num_classes, weight_decay=weight_decay, is_training=is_training,

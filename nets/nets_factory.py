@@ -3,6 +3,7 @@
 Importing this module imports every net module, which registers itself; the list below
 is the only place a new net module must be added.
 """
+import dataclasses
 import numbers
 from typing import Optional
 
@@ -14,6 +15,7 @@ from nets.mobilenet import mobilenet_v2, mobilenet_v3  # noqa: F401
 from nets.nasnet import nasnet, pnasnet  # noqa: F401
 from nets import inception_resnet_v2, inception_v4  # noqa: F401
 from nets import video_inception  # noqa: F401
+from nets import convnext  # noqa: F401
 from nets import registry
 from nets.layers.fake_quant import QuantizationParams
 from nets.network import Network
@@ -24,12 +26,15 @@ network_names = registry.names
 # The nets whose spec says `drop_path_option='drop_path_rate'`, as users read them (a
 # test keeps the two in step).
 DROP_PATH_RATE_FAMILIES = ('resnet_v1_*', 'resnet_v2_*', 'inception_resnet_v2',
-                           'mobilenet_v2*', 'mobilenet_v3*', 'mobilenet_edgetpu*')
+                           'mobilenet_v2*', 'mobilenet_v3*', 'mobilenet_edgetpu*',
+                           'convnext_*')
 
 
 def get_network_fn(name: str, num_classes: int, weight_decay: float = 0.0,
                    is_training: bool = False, *,
                    quantization: Optional[QuantizationParams] = None,
+                   batch_norm_decay: Optional[float] = None,
+                   batch_norm_epsilon: Optional[float] = None,
                    **options) -> Network:
     """Builds the named network; `net(images)` returns `(logits, end_points)`.
 
@@ -37,13 +42,18 @@ def get_network_fn(name: str, num_classes: int, weight_decay: float = 0.0,
     None are dropped, so unset command-line values never override a net's own defaults.
     `drop_path_rate` (stochastic depth) is checked here: the residual families take it,
     other nets refuse a rate above 0 (and ignore 0, which asks for nothing).
-    The network knows its registry spec (`net.spec`, `net.default_image_size`).
+    `batch_norm_decay` / `batch_norm_epsilon` replace the family's batch-norm moving-average
+    decay and epsilon (its registered default when None); a net without batch norm refuses
+    them. The network knows its registry spec (`net.spec`, `net.default_image_size`).
     """
     spec = registry.get_spec(name)
     options = {key: value for key, value in options.items() if value is not None}
     if 'drop_path_rate' in options and not _takes_drop_path_rate(spec,
                                                                  options['drop_path_rate']):
         del options['drop_path_rate']
+    batch_norm = _batch_norm(spec, batch_norm_decay, batch_norm_epsilon)
+    if batch_norm is not None:
+        options['batch_norm'] = batch_norm
     return spec.builder(num_classes=num_classes, weight_decay=weight_decay,
                         is_training=is_training, spec=spec, quantization=quantization,
                         **options)
@@ -65,3 +75,21 @@ def _takes_drop_path_rate(spec: registry.NetworkSpec, rate) -> bool:
                          f'residual block\'s drop probability, e.g. 0.1); got {rate!r}.')
     return True
 
+
+
+def _batch_norm(spec: registry.NetworkSpec, decay, epsilon):
+    """The family's batch norm with `decay` / `epsilon` replaced; None when neither is set."""
+    given = {key: value for key, value in (('decay', decay), ('epsilon', epsilon))
+             if value is not None}
+    if not given:
+        return None
+    flags = ' and '.join(f'--batch_norm_{key}' for key in given)
+    if spec.batch_norm is None:
+        raise UsageError(f'{spec.name} has no batch norm, so {flags} does not apply; '
+                         f'drop the flag.')
+    if 'decay' in given and not 0 <= given['decay'] < 1:
+        raise UsageError(f'--batch_norm_decay must be at least 0 and below 1 (the moving '
+                         f'averages\' decay per step, e.g. 0.99); got {decay!r}.')
+    if 'epsilon' in given and not given['epsilon'] > 0:
+        raise UsageError(f'--batch_norm_epsilon must be above 0 (e.g. 0.001); got {epsilon!r}.')
+    return dataclasses.replace(spec.batch_norm, **given)

@@ -1,6 +1,6 @@
 """The one registry of networks: each net module registers its builders with a spec."""
 import dataclasses
-from typing import Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from core.errors import UsageError
 
@@ -22,6 +22,11 @@ class NetworkSpec:
     # The builder option that sets the net's drop-path: 'drop_path_rate' (stochastic
     # depth over residual blocks), 'drop_path_keep_prob' (NASNet's cells) or None.
     drop_path_option: Optional[str] = None
+    # The family's batch norm (a layers.BatchNormParams, TF-Slim's or the official
+    # release's values), or None for a net without one. A net that has one takes a
+    # `batch_norm` builder option (--batch_norm_decay / --batch_norm_epsilon replace
+    # fields of this default).
+    batch_norm: Optional[Any] = None
 
     def input_shape(self, image_size: Optional[int] = None, channels: int = 3) -> tuple:
         """One example's shape: (height, width, channels), with frames first for video."""
@@ -41,7 +46,8 @@ def register_network(name: str, *, default_image_size: int, preprocessing_name: 
                      checkpoint_num_classes: Optional[int] = None,
                      checkpoint_file: Optional[str] = None,
                      num_frames: Optional[int] = None,
-                     drop_path_option: Optional[str] = None):
+                     drop_path_option: Optional[str] = None,
+                     batch_norm: Optional[Any] = None):
     """Decorator for a builder `(num_classes, weight_decay, is_training, *, spec,
     quantization, **options) -> Network`, registered under the literal `name` (so a grep
     for the name finds it). The builder hands `spec` and `quantization` to the
@@ -52,7 +58,8 @@ def register_network(name: str, *, default_image_size: int, preprocessing_name: 
             raise ValueError(f'Network {name!r} is registered twice.')
         _NETWORKS[name] = NetworkSpec(name, builder, default_image_size,
                                       preprocessing_name, checkpoint_num_classes,
-                                      checkpoint_file, num_frames, drop_path_option)
+                                      checkpoint_file, num_frames, drop_path_option,
+                                      batch_norm)
         return builder
 
     return register

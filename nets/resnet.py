@@ -59,12 +59,13 @@ class Bottleneck(layers.Module):
 
     drop_path_rate = 0.0
 
-    def __init__(self, name, unit: Unit, rate: int, version: int, conv):
+    def __init__(self, name, unit: Unit, rate: int, version: int, conv,
+                 batch_norm: layers.BatchNormParams):
         super().__init__(name)
         self.unit, self.version = unit, version
         plain = dict(activation=None, normalizer=None)  # v2's biased, unnormalised convs
         last = plain if version == 2 else dict(activation=None)
-        self.preact = (layers.BatchNorm('preact', BATCH_NORM, activation=tf.nn.relu)
+        self.preact = (layers.BatchNorm('preact', batch_norm, activation=tf.nn.relu)
                        if version == 2 else None)
         self.shortcut_conv = None
         self._shortcut_options = dict(stride=unit.stride, **(plain if version == 2
@@ -107,7 +108,8 @@ class ResNet(Network):
                  global_pool: bool = True, output_stride: Optional[int] = None,
                  include_root_block: bool = True, spatial_squeeze: bool = True,
                  store_non_strided_activations: bool = False, drop_path_rate: float = 0.0,
-                 spec=None, quantization=None):
+                 batch_norm: layers.BatchNormParams = BATCH_NORM, spec=None,
+                 quantization=None):
         super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
                          spec=spec, quantization=quantization)
         if output_stride is not None:
@@ -121,7 +123,7 @@ class ResNet(Network):
         self.store_non_strided_activations = store_non_strided_activations
 
         def conv(name, depth, kernel, stride=1, rate=1, same=False, **options):
-            options = {'normalizer': BATCH_NORM,
+            options = {'normalizer': batch_norm,
                        'weights_initializer': layers.variance_scaling_initializer(),
                        'weight_decay': weight_decay, 'quantization': self.quantization,
                        **options}
@@ -146,7 +148,7 @@ class ResNet(Network):
                 stride, rate = schedule.place(unit.stride)
                 units.append(Bottleneck(f'{block.scope}/unit_{index + 1}/bottleneck_v{version}',
                                         dataclasses.replace(unit, stride=stride), rate,
-                                        version, conv))
+                                        version, conv, batch_norm))
             # The block's own subsampling (store_non_strided_activations) never dilates.
             block_stride, _ = schedule.place(block_stride)
             self.blocks.append((block.scope, units))
@@ -154,7 +156,7 @@ class ResNet(Network):
         schedule.check_reached()
         layers.schedule_drop_path([unit for _, units in self.blocks for unit in units],
                                   drop_path_rate)
-        self.postnorm = (layers.BatchNorm('postnorm', BATCH_NORM, activation=tf.nn.relu)
+        self.postnorm = (layers.BatchNorm('postnorm', batch_norm, activation=tf.nn.relu)
                          if version == 2 else None)
         self.logits = (layers.Conv2D('logits', num_classes, 1, activation=None,
                                      weights_initializer=layers.variance_scaling_initializer(),
@@ -204,7 +206,8 @@ def _register(name, version, units_per_block, checkpoint_file):
     @register_network(name, default_image_size=224, preprocessing_name='vgg',
                       checkpoint_num_classes=(1000 if version == 1 else 1001)
                       if checkpoint_file else None,
-                      checkpoint_file=checkpoint_file, drop_path_option='drop_path_rate')
+                      checkpoint_file=checkpoint_file, drop_path_option='drop_path_rate',
+                      batch_norm=BATCH_NORM)
     def build(num_classes=None, weight_decay=0.0001, is_training=False, depth_multiplier=1.0,
               min_base_depth=8, **options):
         base_depths = (64, 128, 256, 512)

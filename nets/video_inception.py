@@ -155,9 +155,11 @@ class VideoInception(Network):
                  weight_decay: float = 1e-7, is_training: bool = False,
                  dropout_keep_prob: float = 0.8, spatial_squeeze: bool = True,
                  depth_multiplier: float = 1.0, min_depth: int = 16,
-                 scope: str = 'InceptionV1', spec=None, quantization=None):
+                 scope: str = 'InceptionV1', batch_norm: layers.BatchNormParams = BATCH_NORM,
+                 spec=None, quantization=None):
         super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
                          spec=spec, quantization=quantization)
+        self.batch_norm = batch_norm
         config.validate()
         if depth_multiplier <= 0:
             raise ValueError('depth_multiplier is not greater than zero.')
@@ -198,7 +200,7 @@ class VideoInception(Network):
         return max(int(depth * self.depth_multiplier), self.min_depth)
 
     def _conv(self, name, depth, kernel, stride=1, **options):
-        return layers.Conv3D(name, depth, kernel, stride=stride, normalizer=BATCH_NORM,
+        return layers.Conv3D(name, depth, kernel, stride=stride, normalizer=self.batch_norm,
                              weights_initializer=layers.truncated_normal_initializer(0.01),
                              weight_decay=self.weight_decay, quantization=self.quantization,
                              **options)
@@ -266,7 +268,8 @@ class VideoInception(Network):
         return tf.reduce_mean(self.logits(net, training=training), axis=1)
 
 
-_VIDEO_SPEC = dict(default_image_size=224, preprocessing_name='inception', num_frames=64)
+_VIDEO_SPEC = dict(default_image_size=224, preprocessing_name='inception', num_frames=64,
+                   batch_norm=BATCH_NORM)
 
 
 @register_network('i3d', **_VIDEO_SPEC)

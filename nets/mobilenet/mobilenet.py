@@ -56,6 +56,10 @@ def _reduce_to_1x1(inputs, default_size):
     return layers.avg_pool(inputs, size, 1, 'VALID')
 
 
+# slim's mobilenet training_scope(bn_decay=0.997): batch norm after every conv.
+BATCH_NORM = layers.BatchNormParams(decay=0.997, epsilon=0.001, center=True, scale=True)
+
+
 class MobileNet(Network):
     """A MobileNet built from `conv_defs`; `base(final_endpoint=...)` is slim's
     `mobilenet_base` (default: the last layer)."""
@@ -68,8 +72,9 @@ class MobileNet(Network):
                  finegrain_classification_mode: bool = False,
                  output_stride: Optional[int] = None, use_explicit_padding: bool = False,
                  dropout_keep_prob: float = 0.8, spatial_squeeze: bool = True,
-                 stddev: float = 0.09, bn_decay: float = 0.997, drop_path_rate: float = 0.0,
-                 scope: str = 'Mobilenet', spec=None, quantization=None):
+                 stddev: float = 0.09, drop_path_rate: float = 0.0,
+                 batch_norm: layers.BatchNormParams = BATCH_NORM, scope: str = 'Mobilenet',
+                 spec=None, quantization=None):
         super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
                          spec=spec, quantization=quantization)
         if depth_multiplier <= 0:
@@ -86,8 +91,7 @@ class MobileNet(Network):
                        else layers.xavier_initializer())
         conv_options = dict(
             weights_initializer=initializer, weight_decay=weight_decay,
-            normalizer=layers.BatchNormParams(decay=bn_decay, epsilon=0.001, center=True,
-                                              scale=True),
+            normalizer=batch_norm,
             quantization=self.quantization)
         padding = 'EXPLICIT' if use_explicit_padding else 'SAME'
 

@@ -9,7 +9,7 @@ Registered: 'mobilenet_v2' (1.0), 'mobilenet_v2_140' (depth multiplier 1.4) and
 import tensorflow as tf
 
 from nets.conv_defs import Conv, ExpandedConv
-from nets.mobilenet.mobilenet import ConvDefs, MobileNet
+from nets.mobilenet.mobilenet import BATCH_NORM, ConvDefs, MobileNet
 from nets.registry import register_network
 
 V2_DEF = ConvDefs(
@@ -46,7 +46,8 @@ def mobilenet(num_classes=1001, *, conv_defs=V2_DEF, scope='MobilenetV2',
 
 
 _SPEC = dict(default_image_size=224, preprocessing_name='inception',
-             checkpoint_num_classes=1001, drop_path_option='drop_path_rate')
+             checkpoint_num_classes=1001, drop_path_option='drop_path_rate',
+             batch_norm=BATCH_NORM)
 
 
 @register_network('mobilenet_v2', **_SPEC, checkpoint_file='mobilenet_v2_1.0_224.tgz')

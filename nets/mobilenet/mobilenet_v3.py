@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from nets.conv_defs import AvgPoolTo1x1, Conv, ExpandedConv
 from nets.mobilenet.conv_blocks import hard_swish
-from nets.mobilenet.mobilenet import ConvDefs, MobileNet
+from nets.mobilenet.mobilenet import BATCH_NORM, ConvDefs, MobileNet
 from nets.registry import register_network
 
 
@@ -151,7 +151,7 @@ def _register(name, conv_defs, checkpoint_file, **defaults):
 
     @register_network(name, default_image_size=224, preprocessing_name='inception',
                       checkpoint_num_classes=1001, checkpoint_file=checkpoint_file,
-                      drop_path_option='drop_path_rate')
+                      drop_path_option='drop_path_rate', batch_norm=BATCH_NORM)
     def builder(num_classes=1001, weight_decay=0.00004, is_training=False, **options):
         return mobilenet(num_classes, conv_defs=conv_defs, weight_decay=weight_decay,
                          is_training=is_training, **{**defaults, **options})

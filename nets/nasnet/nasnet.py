@@ -62,6 +62,7 @@ def nasnet_plan(config: Config, imagenet_stem: bool) -> List[CellPlacement]:
 
 def _nasnet(config, stem, batch_norm, num_classes, weight_decay, is_training, options):
     spec, quantization = options.pop('spec', None), options.pop('quantization', None)
+    batch_norm = options.pop('batch_norm', batch_norm)
     config, dropout_keep_prob = cell_network.configure(config, options)
     return CellNetwork(num_classes=num_classes, is_training=is_training, config=config,
                        options=cells.LayerOptions(weight_decay, batch_norm), stem=stem,
@@ -71,7 +72,7 @@ def _nasnet(config, stem, batch_norm, num_classes, weight_decay, is_training, op
 
 
 @register_network('nasnet_cifar', default_image_size=32, preprocessing_name='cifarnet',
-                  drop_path_option='drop_path_keep_prob')
+                  drop_path_option='drop_path_keep_prob', batch_norm=CIFAR_BATCH_NORM)
 def nasnet_cifar(num_classes=10, weight_decay=5e-4, is_training=False,
                  **options) -> CellNetwork:
     return _nasnet(CIFAR, 'cifar', CIFAR_BATCH_NORM, num_classes, weight_decay,
@@ -81,7 +82,7 @@ def nasnet_cifar(num_classes=10, weight_decay=5e-4, is_training=False,
 @register_network('nasnet_mobile', default_image_size=224, preprocessing_name='inception',
                   checkpoint_num_classes=1001,
                   checkpoint_file='nasnet-a_mobile_04_10_2017.tar.gz',
-                  drop_path_option='drop_path_keep_prob')
+                  drop_path_option='drop_path_keep_prob', batch_norm=IMAGENET_BATCH_NORM)
 def nasnet_mobile(num_classes=1001, weight_decay=4e-5, is_training=False,
                   **options) -> CellNetwork:
     return _nasnet(MOBILE, 'imagenet', IMAGENET_BATCH_NORM, num_classes, weight_decay,
@@ -91,7 +92,7 @@ def nasnet_mobile(num_classes=1001, weight_decay=4e-5, is_training=False,
 @register_network('nasnet_large', default_image_size=331, preprocessing_name='inception',
                   checkpoint_num_classes=1001,
                   checkpoint_file='nasnet-a_large_04_10_2017.tar.gz',
-                  drop_path_option='drop_path_keep_prob')
+                  drop_path_option='drop_path_keep_prob', batch_norm=IMAGENET_BATCH_NORM)
 def nasnet_large(num_classes=1001, weight_decay=5e-5, is_training=False,
                  **options) -> CellNetwork:
     return _nasnet(LARGE, 'imagenet', IMAGENET_BATCH_NORM, num_classes, weight_decay,

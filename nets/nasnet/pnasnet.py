@@ -46,9 +46,10 @@ def pnasnet_plan(config: Config) -> List[CellPlacement]:
 
 def _pnasnet(config, num_classes, weight_decay, is_training, options):
     spec, quantization = options.pop('spec', None), options.pop('quantization', None)
+    batch_norm = options.pop('batch_norm', IMAGENET_BATCH_NORM)
     config, dropout_keep_prob = cell_network.configure(config, options)
     return CellNetwork(num_classes=num_classes, is_training=is_training, config=config,
-                       options=cells.LayerOptions(weight_decay, IMAGENET_BATCH_NORM),
+                       options=cells.LayerOptions(weight_decay, batch_norm),
                        stem='imagenet', plan=pnasnet_plan(config),
                        dropout_keep_prob=dropout_keep_prob, spec=spec,
                        quantization=quantization)
@@ -57,7 +58,7 @@ def _pnasnet(config, num_classes, weight_decay, is_training, options):
 @register_network('pnasnet_mobile', default_image_size=224, preprocessing_name='inception',
                   checkpoint_num_classes=1001,
                   checkpoint_file='pnasnet-5_mobile_2017_12_13.tar.gz',
-                  drop_path_option='drop_path_keep_prob')
+                  drop_path_option='drop_path_keep_prob', batch_norm=IMAGENET_BATCH_NORM)
 def pnasnet_mobile(num_classes=1001, weight_decay=4e-5, is_training=False,
                    **options) -> CellNetwork:
     return _pnasnet(MOBILE, num_classes, weight_decay, is_training, options)
@@ -66,7 +67,7 @@ def pnasnet_mobile(num_classes=1001, weight_decay=4e-5, is_training=False,
 @register_network('pnasnet_large', default_image_size=331, preprocessing_name='inception',
                   checkpoint_num_classes=1001,
                   checkpoint_file='pnasnet-5_large_2017_12_13.tar.gz',
-                  drop_path_option='drop_path_keep_prob')
+                  drop_path_option='drop_path_keep_prob', batch_norm=IMAGENET_BATCH_NORM)
 def pnasnet_large(num_classes=1001, weight_decay=4e-5, is_training=False,
                   **options) -> CellNetwork:
     return _pnasnet(LARGE, num_classes, weight_decay, is_training, options)
