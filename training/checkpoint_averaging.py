@@ -18,8 +18,6 @@ import dataclasses
 import datetime
 import json
 import os
-import shutil
-import tempfile
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -163,10 +161,6 @@ class Averaged:
     num_copied: int  # tensors copied from the newest
 
 
-def _target_files(prefix: str) -> List[str]:
-    return [prefix + '.index', *checkpoint_integrity.data_files(prefix)]
-
-
 def _check_output(output_dir: str, prefix: str, sources: Sequence[_Source],
                   overwrite: bool):
     """One line when writing would replace a file this tool did not write (without
@@ -177,7 +171,7 @@ def _check_output(output_dir: str, prefix: str, sources: Sequence[_Source],
         raise UsageError(f'--output_dir={output_dir} holds the checkpoints being '
                          'averaged (its `checkpoint` file is the training\'s); pass '
                          f'another directory, e.g. {os.path.join(output_dir, "averaged")}.')
-    existing = [path for path in _target_files(prefix) if tf.io.gfile.exists(path)]
+    existing = [path for path in checkpoint_integrity.checkpoint_files(prefix) if tf.io.gfile.exists(path)]
     state = os.path.join(output_dir, _STATE_FILE)
     ours = tf.io.gfile.exists(os.path.join(output_dir, RECORD_FILE))
     if tf.io.gfile.exists(state) and not ours:
@@ -185,23 +179,6 @@ def _check_output(output_dir: str, prefix: str, sources: Sequence[_Source],
     if existing and not overwrite:
         raise UsageError(f'{existing[0]} exists already; pass --overwrite to replace it, '
                          'or another --output_dir.')
-
-
-def _write_text(path: str, text: str):
-    with tf.io.gfile.GFile(path + '.tmp', 'w') as f:
-        f.write(text)
-    tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
-
-
-def _move_into_place(staged: str, prefix: str):
-    """Data files first, the index last: until the index is there, there is no
-    checkpoint; an old checkpoint of that name loses its index first."""
-    for path in _target_files(prefix):
-        if tf.io.gfile.exists(path):
-            tf.io.gfile.remove(path)
-    for path in checkpoint_integrity.data_files(staged):
-        tf.io.gfile.rename(path, prefix + path[len(staged):], overwrite=True)
-    tf.io.gfile.rename(staged + '.index', prefix + '.index', overwrite=True)
 
 
 def average(prefixes: Sequence[str], output_dir: str, overwrite: bool = False) -> Averaged:
@@ -223,25 +200,11 @@ def average(prefixes: Sequence[str], output_dir: str, overwrite: bool = False) -
         names.append(key)
         tensors.append(tf.constant(mean_of([s.read(key) for s in sources]) if key in keys
                                    else newest.read(key)))
-    tf.io.gfile.makedirs(output_dir)
-    staging = tempfile.mkdtemp(prefix='.averaging-', dir=output_dir)
-    try:
-        staged = os.path.join(staging, os.path.basename(prefix))
-        tf.raw_ops.SaveV2(prefix=staged, tensor_names=names,
-                          shape_and_slices=[''] * len(names), tensors=tensors)
-        problem = checkpoint_integrity.find_damage(staged)
-        if problem:
-            raise OSError(f'the averaged checkpoint does not read back: {problem}')
-        _move_into_place(staged, prefix)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    checkpoint_integrity.write_checkpoint(prefix, names, tensors)
     result = Averaged(prefix, tuple(s.prefix for s in sources),
                       tuple(s.step for s in sources), len(keys), len(names) - len(keys))
-    _write_text(os.path.join(output_dir, RECORD_FILE), json.dumps(dict(
+    checkpoint_integrity.write_text(os.path.join(output_dir, RECORD_FILE), json.dumps(dict(
         dataclasses.asdict(result), copied_from=newest.prefix,
         time=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')),
         indent=2) + '\n')
-    name = json.dumps(os.path.basename(prefix))
-    _write_text(os.path.join(output_dir, _STATE_FILE),
-                f'model_checkpoint_path: {name}\nall_model_checkpoint_paths: {name}\n')
     return result

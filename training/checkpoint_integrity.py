@@ -16,6 +16,8 @@ import datetime
 import json
 import os
 import re
+import shutil
+import tempfile
 import time
 from typing import List, Optional, Sequence, Tuple
 
@@ -277,3 +279,48 @@ def set_aside(prefix: str, listed: Sequence[str]) -> List[str]:
         moved.append(os.path.join(target, os.path.basename(path)))
         tf.io.gfile.rename(path, moved[-1])
     return moved
+
+
+# --- Writing a checkpoint of named tensors (averaged, recomputed) in one piece. ---
+
+def write_text(path: str, text: str):
+    """Writes path through a temporary file, so a reader sees the old text or the new."""
+    with tf.io.gfile.GFile(path + '.tmp', 'w') as f:
+        f.write(text)
+    tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
+
+
+def checkpoint_files(prefix: str) -> List[str]:
+    return [prefix + '.index', *data_files(prefix)]
+
+
+def _move_into_place(staged: str, prefix: str):
+    """Data files first, the index last: until the index is there, there is no
+    checkpoint; an old checkpoint of that name loses its index first."""
+    for path in checkpoint_files(prefix):
+        if tf.io.gfile.exists(path):
+            tf.io.gfile.remove(path)
+    for path in data_files(staged):
+        tf.io.gfile.rename(path, prefix + path[len(staged):], overwrite=True)
+    tf.io.gfile.rename(staged + '.index', prefix + '.index', overwrite=True)
+
+
+def write_checkpoint(prefix: str, names: Sequence[str], tensors: Sequence):
+    """Writes the tensors under their names as the checkpoint `prefix`: staged beside it,
+    read back in full, then moved into place, and named by the directory's state file."""
+    output_dir = os.path.dirname(prefix)
+    tf.io.gfile.makedirs(output_dir)
+    staging = tempfile.mkdtemp(prefix='.staging-', dir=output_dir)
+    try:
+        staged = os.path.join(staging, os.path.basename(prefix))
+        tf.raw_ops.SaveV2(prefix=staged, tensor_names=list(names),
+                          shape_and_slices=[''] * len(names), tensors=list(tensors))
+        problem = find_damage(staged)
+        if problem:
+            raise OSError(f'the written checkpoint does not read back: {problem}')
+        _move_into_place(staged, prefix)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    name = json.dumps(os.path.basename(prefix))
+    write_text(os.path.join(output_dir, _STATE_FILE),
+               f'model_checkpoint_path: {name}\nall_model_checkpoint_paths: {name}\n')
