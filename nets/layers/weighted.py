@@ -3,6 +3,12 @@
 Each is weights, then batch norm or biases, then the activation; in a
 quantization-aware net (`quantization=`, nets/quantization.py) its weights are
 fake-quantized and its output is fake-quantized on a tracked range, 'act_quant'.
+
+Variables take slim's names ('Conv/weights', 'Conv/BatchNorm/gamma'), or with
+`naming='keras'` those of Keras and tf.layers ('conv2d/kernel', 'bias',
+'depthwise_kernel'), whose batch norm is a layer of its own beside the convolution
+('tpu_batch_normalization/gamma', named by `normalizer_name`), so that checkpoints of
+the official EfficientNet releases restore by name.
 """
 import math
 from typing import Optional, Sequence, Union
@@ -22,6 +28,14 @@ def as_tuple(value: IntTuple, rank: int) -> tuple:
     return (value,) * rank if isinstance(value, int) else tuple(value)
 
 
+# Variable names by naming convention; a role not listed keeps slim's name.
+VARIABLE_NAMES = {
+    'slim': {},
+    'keras': {'weights': 'kernel', 'biases': 'bias', 'depthwise_weights': 'depthwise_kernel',
+              'pointwise_weights': 'pointwise_kernel'},
+}
+
+
 def read(variable, dtype):
     """A float32 variable's value in the compute dtype."""
     return variable if variable.dtype == dtype else tf.cast(variable, dtype)
@@ -33,8 +47,13 @@ class WeightedLayer(Module):
     def __init__(self, name, *, activation=tf.nn.relu, weights_initializer=None,
                  biases_initializer=zeros_initializer(), weight_decay=0.0, normalizer=None,
                  normalizer_name='BatchNorm', biases_weight_decay=0.0,
-                 quantization: Optional[Quantization] = None):
+                 quantization: Optional[Quantization] = None, naming: str = 'slim'):
         super().__init__(name)
+        if naming not in VARIABLE_NAMES:
+            raise ValueError(f'naming must be one of {sorted(VARIABLE_NAMES)}, got {naming!r}.')
+        self._variable_names = VARIABLE_NAMES[naming]
+        # Keras names the batch norm as a layer beside this one, not inside it.
+        self._normalizer_beside = naming == 'keras'
         self.biases_weight_decay = biases_weight_decay
         self.activation = activation
         self.weights_initializer = weights_initializer or xavier_initializer()
@@ -48,14 +67,30 @@ class WeightedLayer(Module):
         self.biases = None
         self._built = False
 
+    def _children(self):
+        children = super()._children()
+        if self._normalizer_beside:
+            return [child for child in children if child is not self.batch_norm]
+        return children
+
+    def resolve_scopes(self, parent_scope: str = ''):
+        super().resolve_scopes(parent_scope)
+        if self._normalizer_beside and self.batch_norm is not None:
+            # Beside this layer: in the scope that holds its own ('stem/conv2d' -> 'stem').
+            self.batch_norm.resolve_scopes(self.scope.rpartition('/')[0])
+
+    def _variable_name(self, role):
+        return self._variable_names.get(role, role)
+
     def _add_weights(self, name, shape):
-        return self._add_variable(name, shape, self.weights_initializer,
+        return self._add_variable(self._variable_name(name), shape, self.weights_initializer,
                                   weight_decay=self.weight_decay)
 
     def _add_biases(self, depth):
         # As in slim, a normalised layer has no biases (batch norm's beta replaces them).
         if self.batch_norm is None and self.biases_initializer is not None:
-            self.biases = self._add_variable('biases', [depth], self.biases_initializer,
+            self.biases = self._add_variable(self._variable_name('biases'), [depth],
+                                             self.biases_initializer,
                                              weight_decay=self.biases_weight_decay)
 
     def _read_weights(self, weights, dtype, per_channel=True):

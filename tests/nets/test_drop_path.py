@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from core.errors import UsageError
 from nets import inception_resnet_v2, layers, nets_factory, resnet
+from nets.efficientnet.model import EfficientNet
 from nets.mobilenet import conv_blocks
 from nets.nasnet import cells
 
@@ -106,6 +107,8 @@ def _residual_blocks(net):
         return [block for _, layer in net.blocks
                 for block in getattr(layer, 'layers', [layer])
                 if isinstance(block, inception_resnet_v2.ResidualBlock)]
+    if isinstance(net, EfficientNet):
+        return [block for block in net.blocks if block.residual]
     return [layer for layer in net.base_layers
             if isinstance(layer, conv_blocks.ExpandedConv) and layer.residual]
 
@@ -238,7 +241,8 @@ def test_bfloat16_training_forward_with_drop_path():
 # --- The option as users give it. ---
 
 FAMILIES_TEXT = ('resnet_v1_*, resnet_v2_*, inception_resnet_v2, mobilenet_v2*, '
-                 'mobilenet_v3*, mobilenet_edgetpu*')
+                 'mobilenet_v3*, mobilenet_edgetpu*, convnext_*, efficientnet_b*, '
+                 'efficientnet_v2_*')
 
 
 @pytest.mark.parametrize('name, has', [
@@ -281,5 +285,9 @@ def test_the_option_reaches_every_residual_builder():
                                   drop_path_rate=RATE)
     for name in nets_factory.network_names():
         if nets_factory.get_spec(name).drop_path_option == 'drop_path_rate':
-            blocks = _residual_blocks(with_rate(name))
-            assert blocks[-1].drop_path_rate == pytest.approx(RATE), name
+            net = with_rate(name)
+            blocks = _residual_blocks(net)
+            # EfficientNet's releases: block i of all n drops with RATE * i / n.
+            last = (RATE * net.blocks.index(blocks[-1]) / len(net.blocks)
+                    if isinstance(net, EfficientNet) else RATE)
+            assert blocks[-1].drop_path_rate == pytest.approx(last), name

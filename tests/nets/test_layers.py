@@ -46,6 +46,32 @@ def test_normalized_conv_has_no_biases_and_names_its_batch_norm():
     assert 'conv0/conv0_bn/moving_mean:0' in [v.name for v in renamed.variables]
 
 
+def test_keras_naming_names_kernels_and_puts_the_batch_norm_beside():
+    class Block(layers.Module):
+        def __init__(self):
+            super().__init__('blocks_0')
+            keras = dict(naming='keras', normalizer=layers.BatchNormParams(scale=True))
+            self.depthwise = layers.SeparableConv2D('depthwise_conv2d', None, 3,
+                                                    normalizer_name='bn', **keras)
+            self.project = layers.Conv2D('sub/conv2d', 4, 1, normalizer_name='bn_1', **keras)
+            self.head = layers.FullyConnected('dense', 2, naming='keras')
+
+        def forward(self, x, *, training):
+            x = self.project(self.depthwise(x, training=training), training=training)
+            return self.head(tf.reduce_mean(x, [1, 2]), training=training)
+
+    block = Block()
+    block(tf.zeros([1, 4, 4, 3]), training=False)
+    statistics = ('beta', 'gamma', 'moving_mean', 'moving_variance')
+    assert sorted(v.name[:-2] for v in block.variables) == sorted([
+        'blocks_0/depthwise_conv2d/depthwise_kernel', 'blocks_0/sub/conv2d/kernel',
+        'blocks_0/dense/kernel', 'blocks_0/dense/bias',
+        *[f'blocks_0/bn/{s}' for s in statistics],
+        *[f'blocks_0/sub/bn_1/{s}' for s in statistics]])
+    with pytest.raises(ValueError, match='naming must be one of'):
+        layers.Conv2D('conv', 4, 1, naming='torch')
+
+
 def test_nested_blocks_compose_relative_names():
     class Mixed(layers.Module):
         def __init__(self):

@@ -1,0 +1,1 @@
+"""EfficientNet and EfficientNetV2 on the layer kit, with the official releases' names."""
