@@ -1,4 +1,5 @@
-"""Normalisation layers: slim.batch_norm, and local response normalisation."""
+"""Normalisation layers: slim.batch_norm, layer normalisation, and local response
+normalisation."""
 import dataclasses
 
 import tensorflow as tf
@@ -79,6 +80,41 @@ class BatchNorm(Module):
         if inputs.shape.rank != 4:
             outputs = tf.reshape(outputs, tf.shape(inputs))
         return self.activation(outputs) if self.activation else outputs
+
+
+class LayerNorm(Module):
+    """Layer normalisation (Ba et al. 2016, arXiv 1607.06450) over the last axis: each
+    position's channels to zero mean and unit variance, then `gamma * x + beta` per
+    channel. Its variables are '<scope>/gamma' (ones) and '<scope>/beta' (zeros), as
+    slim's layer_norm and Keras's LayerNormalization name them.
+
+    Mean and variance (the biased one) are computed in float32 whatever the input's
+    dtype, and so is the normalised value; the result is cast back to the input's
+    dtype. It has no moving statistics, so training and inference compute the same.
+    """
+
+    def __init__(self, name: str = 'LayerNorm', *, epsilon: float = 1e-6,
+                 center: bool = True, scale: bool = True):
+        super().__init__(name)
+        self.epsilon = epsilon
+        self.center, self.scale = center, scale
+        self.beta = self.gamma = None
+        self._built = False
+
+    def forward(self, inputs, *, training: bool = False):  # pylint: disable=unused-argument
+        depth = inputs.shape[-1]
+        if not self._built:
+            if self.scale:
+                self.gamma = self._add_variable('gamma', [depth], ones_initializer())
+            if self.center:
+                self.beta = self._add_variable('beta', [depth], zeros_initializer())
+            self._built = True
+        values = tf.cast(inputs, tf.float32)
+        mean, variance = tf.nn.moments(values, axes=[-1], keepdims=True)
+        outputs = tf.nn.batch_normalization(values, mean, variance, offset=self.beta,
+                                            scale=self.gamma,
+                                            variance_epsilon=self.epsilon)
+        return tf.cast(outputs, inputs.dtype)
 
 
 def local_response_normalization(inputs, *, depth_radius, bias, alpha, beta):

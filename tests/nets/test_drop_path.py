@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from core.errors import UsageError
-from nets import inception_resnet_v2, layers, nets_factory, resnet
+from nets import convnext, inception_resnet_v2, layers, nets_factory, resnet
 from nets.efficientnet.model import EfficientNet
 from nets.mobilenet import conv_blocks
 from nets.nasnet import cells
@@ -107,6 +107,8 @@ def _residual_blocks(net):
         return [block for _, layer in net.blocks
                 for block in getattr(layer, 'layers', [layer])
                 if isinstance(block, inception_resnet_v2.ResidualBlock)]
+    if isinstance(net, convnext.ConvNeXt):
+        return net.residual_blocks
     if isinstance(net, EfficientNet):
         return [block for block in net.blocks if block.residual]
     return [layer for layer in net.base_layers

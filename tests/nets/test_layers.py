@@ -26,6 +26,52 @@ def test_batch_norm_updates_moving_statistics_like_slim():
     np.testing.assert_allclose(inference, expected, rtol=1e-4, atol=1e-4)
 
 
+def _layer_norm_reference(x, gamma, beta, epsilon):
+    x = x.astype(np.float64)
+    mean = x.mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(x.var(-1, keepdims=True) + epsilon) * gamma + beta
+
+
+def test_layer_norm_normalises_the_last_axis_like_numpy():
+    norm = layers.LayerNorm('Net/LayerNorm', epsilon=1e-6)
+    x = np.random.default_rng(2).normal(3.0, 2.0, (2, 3, 4, 5)).astype(np.float32)
+    norm(tf.constant(x), training=False)
+    assert sorted(v.name for v in norm.variables) == ['Net/LayerNorm/beta:0',
+                                                      'Net/LayerNorm/gamma:0']
+    np.testing.assert_array_equal(norm.gamma.numpy(), np.ones(5))
+    np.testing.assert_array_equal(norm.beta.numpy(), np.zeros(5))
+    gamma, beta = np.arange(1.0, 6.0) / 2, np.arange(5.0) - 2
+    norm.gamma.assign(gamma)
+    norm.beta.assign(beta)
+    expected = _layer_norm_reference(x, gamma, beta, 1e-6)
+    for training in (False, True):  # no statistics kept: the same either way
+        np.testing.assert_allclose(norm(tf.constant(x), training=training).numpy(), expected,
+                                   rtol=1e-5, atol=1e-5)
+    for rank in (2, 3):  # any rank: only the last axis is normalised
+        flat = x.reshape(-1, 5) if rank == 2 else x.reshape(6, 4, 5)
+        np.testing.assert_allclose(norm(tf.constant(flat), training=False).numpy(),
+                                   expected.reshape(flat.shape), rtol=1e-5, atol=1e-5)
+    bare = layers.LayerNorm('bare', epsilon=1e-3, center=False, scale=False)
+    np.testing.assert_allclose(bare(tf.constant(x), training=False).numpy(),
+                               _layer_norm_reference(x, 1.0, 0.0, 1e-3), rtol=1e-5, atol=1e-5)
+    assert bare.variables == ()
+
+
+def test_layer_norm_keeps_bfloat16_statistics_in_float32():
+    # Values far from zero with a small spread: bfloat16's 8 bits cannot hold the
+    # spread's digits of a mean computed in bfloat16, float32 statistics can.
+    x = 100.0 + np.random.default_rng(3).normal(0.0, 1.0, (4, 64)).astype(np.float32)
+    x = tf.cast(tf.cast(x, tf.bfloat16), tf.float32).numpy()  # the values bfloat16 holds
+    norm = layers.LayerNorm('norm')
+    low = norm(tf.cast(x, tf.bfloat16), training=False)
+    assert low.dtype == tf.bfloat16
+    assert {v.dtype for v in norm.variables} == {tf.float32}
+    expected = _layer_norm_reference(x, 1.0, 0.0, 1e-6)
+    # Only the output's rounding remains (bfloat16: 2**-8 relative).
+    np.testing.assert_allclose(tf.cast(low, tf.float32).numpy(), expected, rtol=2 ** -8,
+                               atol=2 ** -8)
+
+
 def test_training_is_required_where_it_changes_behaviour():
     conv = layers.Conv2D('conv', 4, 3, normalizer=layers.BatchNormParams())
     with pytest.raises(TypeError, match='training'):

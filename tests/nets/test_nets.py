@@ -14,6 +14,12 @@ from nets import layers, nets_factory
 from preprocessing import preprocessing_factory
 
 IMPLEMENTED = nets_factory.network_names()
+# Families TF-Slim never had: no slim_reference record, so their own test files check
+# variables, end points, pre-logits and bfloat16 (tests/nets/test_convnext.py,
+# tests/nets/test_efficientnet.py).
+BEYOND_SLIM_FAMILIES = ('convnext_', 'efficientnet_')
+SLIM_IMPLEMENTED = [name for name in IMPLEMENTED
+                    if not name.startswith(BEYOND_SLIM_FAMILIES)]
 # Deeper or wider variants of a family whose base net stays in the default suite, and
 # the largest nets (their golden logits and small family builds stay): their full-size
 # checks run with `make test-slow`, keeping `make test` under 15 minutes on 2 cores.
@@ -122,10 +128,10 @@ def _golden_input(shape):
     *[(name, 'inference') if not (GOLDEN_DIR / f'{name}.npz').exists()
       and name not in HEAVY
       else pytest.param(name, 'inference', marks=pytest.mark.slow)
-      for name in IMPLEMENTED],
+      for name in SLIM_IMPLEMENTED],
     *[(name, 'training') if name in FAMILY_REPRESENTATIVES and name not in HEAVY
       else pytest.param(name, 'training', marks=pytest.mark.slow)
-      for name in IMPLEMENTED]])
+      for name in SLIM_IMPLEMENTED]])
 def test_variables_and_end_points_match_slim(name, mode, slim_nets):
     reference = slim_nets[name]
     net = nets_factory.get_network_fn(name, reference['num_classes'],
@@ -148,11 +154,22 @@ def test_variables_and_end_points_match_slim(name, mode, slim_nets):
     assert net.default_image_size == reference['default_image_size']
 
 
-@pytest.mark.parametrize('name', IMPLEMENTED)
+@pytest.mark.parametrize('name', SLIM_IMPLEMENTED)
 def test_spec_names_slims_preprocessing_family(name):
     spec = nets_factory.get_spec(name)
     assert spec.preprocessing_name == SLIM_PREPROCESSING[name]
     assert preprocessing_factory.is_available(spec.preprocessing_name)
+
+
+@pytest.mark.parametrize('name', sorted(set(IMPLEMENTED) - set(SLIM_IMPLEMENTED)))
+def test_spec_of_a_family_beyond_slim_names_its_own_preprocessing(name):
+    spec = nets_factory.get_spec(name)
+    assert name.startswith(spec.preprocessing_name)
+    assert preprocessing_factory.is_available(spec.preprocessing_name)
+
+
+def test_every_net_of_slim_has_a_reference(slim_nets):
+    assert set(SLIM_IMPLEMENTED) <= set(slim_nets)
 
 
 @pytest.mark.parametrize('name', IMPLEMENTED)
@@ -164,8 +181,11 @@ def test_spec_records_the_model_zoo_checkpoint_and_its_label_convention(name):
         assert spec.imagenet_labels_offset == 1001 - classes
     elif spec.checkpoint_num_classes is None:
         assert spec.imagenet_labels_offset is None
-    else:  # checkpoints published outside TF-Slim's README table (e.g. MobileNet v3)
-        assert spec.checkpoint_num_classes == 1001 and spec.checkpoint_file
+    else:  # checkpoints published outside TF-Slim's README table (e.g. MobileNet v3;
+        # EfficientNet's releases have no background class)
+        assert spec.checkpoint_file
+        assert spec.checkpoint_num_classes == (1000 if name.startswith('efficientnet')
+                                               else 1001)
 
 
 @pytest.mark.parametrize('name', [n for n in IMPLEMENTED
@@ -188,7 +208,7 @@ def test_logits_match_golden(name, slim_nets):
         assert end_points[key].numpy().std() == pytest.approx(std, rel=1e-3, abs=1e-4)
 
 
-@pytest.mark.parametrize('name', _marked(IMPLEMENTED, FAMILY_CHECKS_FAST))
+@pytest.mark.parametrize('name', _marked(SLIM_IMPLEMENTED, FAMILY_CHECKS_FAST))
 def test_num_classes_zero_returns_pre_logits(name, slim_nets):
     net = nets_factory.get_network_fn(name, 0)
     features, end_points = _trace(net, _input_shape(slim_nets[name]))
@@ -317,7 +337,7 @@ def _calibrate_batch_norm(net, images):
         norm.params = params
 
 
-@pytest.mark.parametrize('name', _marked(IMPLEMENTED, FAMILY_CHECKS_FAST))
+@pytest.mark.parametrize('name', _marked(SLIM_IMPLEMENTED, FAMILY_CHECKS_FAST))
 def test_bfloat16_forward_agrees_with_float32(name, slim_nets):
     net = nets_factory.get_network_fn(name, slim_nets[name]['num_classes'])
     images = _golden_input(_input_shape(slim_nets[name]))
