@@ -62,6 +62,17 @@ def resize_bilinear_tf1(image, height, width):
     return tf.squeeze(resized, [0])
 
 
+def resize_bicubic_tf1(image, height, width):
+    """TF1 `resize_bicubic(align_corners=False)` (no half-pixel centres), float32 out: the
+    official EfficientNet preprocessing's resize. Values may overshoot the input's range."""
+    resized = tf.raw_ops.ResizeBicubic(
+        images=tf.expand_dims(image, 0),
+        size=tf.cast(tf.stack([height, width]), tf.int32),
+        align_corners=False,
+        half_pixel_centers=False)
+    return tf.squeeze(resized, [0])
+
+
 def augment_as_uint8(image, augment, max_value=255.0):
     """`augment`, a function of a uint8 image, applied to a float image whose values span
     [0, max_value] (255: pixel values; 1: tf.image's floats); float32 back, same range.

@@ -61,11 +61,13 @@ def efficientnet_v2(num_classes=1000, *, stages, width: float, depth: float,
 
 def _register(name, stages, width, depth, image_size, dropout_rate):
     """Registers `name`, the release's 'efficientnetv2-<variant>' (also its scope); its
-    checkpoint: the release's ImageNet one (1,000 classes: --labels_offset=1)."""
+    checkpoint: the release's ImageNet one (1,000 classes: --labels_offset=1). B0-B3
+    train and evaluate with EfficientNet's preprocessing, S, M and L with their own."""
     scope = 'efficientnetv2-' + name.rsplit('_', 1)[1]
+    preprocessing = 'efficientnet' if stages is BASE_STAGES else 'efficientnet_v2'
 
     @register_network(name, default_image_size=image_size,
-                      preprocessing_name='efficientnet_v2', checkpoint_num_classes=1000,
+                      preprocessing_name=preprocessing, checkpoint_num_classes=1000,
                       checkpoint_file=f'{scope}.tgz', drop_path_option='drop_path_rate',
                       batch_norm=BATCH_NORM)
     def build(num_classes=1000, weight_decay=1e-5, is_training=False, **options):

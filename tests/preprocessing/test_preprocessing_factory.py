@@ -7,7 +7,7 @@ from core.errors import UsageError
 from preprocessing import preprocessing_factory
 from preprocessing import registry
 
-FAMILIES = ["cifarnet", "inception", "lenet", "vgg"]
+FAMILIES = ["cifarnet", "convnext", "efficientnet", "efficientnet_v2", "inception", "lenet", "vgg"]
 
 # (name, output size, golden file of TF-Slim's eval path on image_0.png)
 GOLDENS = [
@@ -16,7 +16,9 @@ GOLDENS = [
     ("inception", 299, "inception_299_0.npy"),
     ("vgg", 224, "vgg_224_0.npy"),
 ]
-MODULE_SIZES = [(name, size) for name, size, _ in GOLDENS]
+# Families without a TF-Slim golden (their own tests check them against their releases).
+MODULE_SIZES = [(name, size) for name, size, _ in GOLDENS] + [
+    ("convnext", 64), ("efficientnet", 64), ("efficientnet_v2", 64)]
 
 
 @pytest.fixture
