@@ -66,6 +66,24 @@ def _model(define):
     define.integer('labels_offset', 0, 'Labels to subtract from the dataset\'s: train a '
                    '1000-class net on data whose class 0 is "background" with 1.')
     define.bool('use_grayscale', False, 'Convert images to one grey channel.')
+    define.float('batch_norm_decay', None, 'Decay of the batch-norm moving averages per '
+                 'step, for nets with batch norm; default: the family\'s (TF-Slim\'s '
+                 '0.9997 for Inception and MobileNet v1, 0.997 for ResNet and MobileNet '
+                 'v2/v3). After n steps decay**n of each moving statistic is still its '
+                 'initial value: a short training from scratch wants a smaller one, e.g. '
+                 '0.99 (docs/training.md#batch-norm-statistics).')
+    define.float('batch_norm_epsilon', None, 'Batch norm\'s epsilon, for nets with batch '
+                 'norm; default: the family\'s. Evaluate and export with the training\'s.')
+
+
+def _batch_norm_statistics(define):
+    define.integer('recompute_batch_norm_statistics', None, 'First recompute the '
+                   'checkpoint\'s batch-norm moving statistics as the exact average over '
+                   'this many batches of the training split (training preprocessing, '
+                   '--batch_size each), written as a new checkpoint in '
+                   '--batch_norm_statistics_dir; then use that. Unset: the checkpoint\'s.')
+    define.string('batch_norm_statistics_dir', None, 'Where the checkpoint with recomputed '
+                  'statistics goes; default: batch_norm_statistics/ beside the checkpoint.')
 
 
 def _dataset(define):
@@ -253,7 +271,8 @@ def _evaluation(define):
     define.integer('max_num_batches', None, 'Evaluate only this many batches; default: the '
                    'whole split, once.')
     define.list('top_k', ['1', '5'], 'Top-k recalls to report (k=1 is Accuracy, k=5 '
-                'slim\'s Recall_5).')
+                'slim\'s Recall_5), each for k below the number of classes (above, it is '
+                'always 1).')
 
 
 def _continuous_evaluation(define):
@@ -372,8 +391,8 @@ def _logging(define):
     # Read before TensorFlow loads (cli.startup); defined here for --help and parsing.
     define.enum('tf_log_level', startup.DEFAULT_TF_LOG_LEVEL, startup.TF_LOG_LEVELS,
                 'TensorFlow\'s own log output: info, warning, error or none (default: '
-                'errors only; none in a cluster\'s tasks, where a failed task is named in '
-                'one line).')
+                'none; a failure that stops the script is its one ERROR: line, and error '
+                'shows TensorFlow\'s error lines too, e.g. a cluster peer\'s failures).')
 
 
 # Title -> definer; a script's --help shows its groups in the order it names them.
@@ -396,6 +415,7 @@ GROUPS = {
     'Device performance': device_flags.device_performance,
     'Cluster': _cluster,
     'Evaluation': _evaluation,
+    'Batch-norm statistics': _batch_norm_statistics,
     'Continuous evaluation': _continuous_evaluation,
     'Exported model': _exported_model,
     'Export formats': _export_formats,

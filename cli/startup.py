@@ -6,6 +6,12 @@ script's --tf_log_level is read from the command line here, ahead of flag parsin
 TensorFlow 2.21 prints while it loads ignore that variable (absl's "All log messages
 before absl::InitializeLog()" and oneDNN's notice); they are caught here, during the
 import, and dropped unless asked for.
+
+The default is none: TensorFlow logs notices at error level (oneDNN's "supports
+DT_UINT8 only on platforms with AVX-512", once per process, the first time an eager
+uint8 op such as a transpose runs; a dead peer's gRPC and collective failures in a
+cluster), while a failure that stops a script reaches it as an exception, which it
+reports in its one `ERROR:` line. --tf_log_level=error shows TensorFlow's error lines.
 """
 import gc
 import logging
@@ -17,7 +23,7 @@ import tempfile
 import threading
 
 TF_LOG_LEVELS = ('info', 'warning', 'error', 'none')
-DEFAULT_TF_LOG_LEVEL = 'error'
+DEFAULT_TF_LOG_LEVEL = 'none'
 _CPP_LEVELS = {'info': '0', 'warning': '1', 'error': '2', 'none': '3'}
 _PYTHON_LEVELS = {'info': logging.INFO, 'warning': logging.WARNING,
                   'error': logging.ERROR, 'none': logging.CRITICAL}
@@ -28,22 +34,8 @@ _ABSL_NOT_INITIALIZED = 'WARNING: All log messages before absl::InitializeLog()'
 _TENSORFLOW_PATHS = re.compile(r'[/\\](tensorflow|keras|tensorflow_datasets|tf_keras)[/\\]')
 
 
-def _in_a_cluster(argv, environ) -> bool:
-    """Whether this process is a task of a training cluster (cluster flags, TF_CONFIG or
-    a SLURM step of several tasks): read before the flags are parsed."""
-    if any(argument.split('=', 1)[0] in ('--worker_hosts', '--ps_hosts', '--job_name')
-           for argument in argv):
-        return True
-    return bool(environ.get('TF_CONFIG')) or (
-        'SLURM_PROCID' in environ and environ.get('SLURM_NTASKS', '1').isdigit()
-        and int(environ['SLURM_NTASKS']) > 1)
-
-
-def _requested_level(argv, environ=os.environ) -> str:
-    """--tf_log_level, else the default: errors, or none for a cluster's task, whose
-    runtime logs every peer's failure (gRPC, collectives, the coordinator) at error
-    level, where the script names the failed task in its own one line."""
-    default = 'none' if _in_a_cluster(argv, environ) else DEFAULT_TF_LOG_LEVEL
+def _requested_level(argv) -> str:
+    """--tf_log_level, else the default (none)."""
     for index, argument in enumerate(argv):
         if argument.startswith('--tf_log_level='):
             value = argument.split('=', 1)[1]
@@ -51,8 +43,8 @@ def _requested_level(argv, environ=os.environ) -> str:
             value = argv[index + 1]
         else:
             continue
-        return value if value in TF_LOG_LEVELS else default
-    return default
+        return value if value in TF_LOG_LEVELS else DEFAULT_TF_LOG_LEVEL
+    return DEFAULT_TF_LOG_LEVEL
 
 
 def _shown(line: str, level: str) -> bool:

@@ -1,7 +1,8 @@
 """Evaluation: exact passes over a split, once or for every new checkpoint of a training.
 
 One pass counts, over every example exactly once, slim's Accuracy and Recall_5, any
-other top-k recall, and a confusion matrix (from which per-class accuracy). Under a
+other top-k recall (for k below the class count: above it every example is a hit), and
+a confusion matrix (from which per-class accuracy). Under a
 strategy with several replicas (eval's --num_clones) each batch is padded to the full
 global batch and split evenly; padded examples are masked out of every count, so the
 numbers equal a one-device pass.
@@ -54,7 +55,13 @@ class Evaluator:
                              'such as 1,5.')
         self.network = network
         self.num_classes = num_classes
-        self.top_k = tuple(sorted(set(top_k)))
+        # Recall_k with k >= the class count is 1 whatever the model (Recall_5 of 3
+        # classes): not reported. Accuracy (k=1) always is.
+        left_out = sorted(k for k in set(top_k) if k >= max(num_classes, 2))
+        self.top_k = tuple(sorted({1, *top_k} - set(left_out)))
+        if left_out:
+            logging.info('Not reported with %d classes (always 1): %s.', num_classes,
+                         ', '.join(map(recall_name, left_out)))
         self.strategy = strategy or tf.distribute.get_strategy()
         self.input_options = input_options
         self._count = tf.function(self._count_batches, autograph=False)
@@ -67,11 +74,8 @@ class Evaluator:
         predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
         confusion = tf.math.confusion_matrix(labels, predictions, self.num_classes,
                                              weights=weights, dtype=tf.int64)
-        # A k beyond the class count is every class (the existing Recall_5 on 3 classes).
         hits = tf.stack([
-            tf.reduce_sum(tf.cast(tf.math.in_top_k(labels, logits,
-                                                   min(k, self.num_classes)),
-                                  tf.int64) * weights)
+            tf.reduce_sum(tf.cast(tf.math.in_top_k(labels, logits, k), tf.int64) * weights)
             for k in self.top_k])
         return confusion, hits, tf.reduce_max(skipped)
 

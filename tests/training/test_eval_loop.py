@@ -246,3 +246,10 @@ def test_a_label_outside_the_models_classes_is_one_usage_error():
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(5)
     with pytest.raises(UsageError, match=r'outside the model\'s classes 0\.\.9'):
         eval_loop.evaluate(testing_utils.built_cifarnet(), dataset)
+
+
+def test_recall_k_is_reported_only_below_the_class_count():
+    """Recall_5 of 3 classes is 1 whatever the model: left out; Accuracy always stays."""
+    assert eval_loop.Evaluator(None, num_classes=3, top_k=(1, 2, 5)).top_k == (1, 2)
+    assert eval_loop.Evaluator(None, num_classes=6, top_k=(1, 5)).top_k == (1, 5)
+    assert eval_loop.Evaluator(None, num_classes=2, top_k=(5,)).top_k == (1,)
