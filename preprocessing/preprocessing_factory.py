@@ -8,6 +8,7 @@ from preprocessing import registry
 
 # Imported for their side effect: each module registers itself under its names.
 from preprocessing import cifarnet_preprocessing  # noqa: F401
+from preprocessing import convnext_preprocessing  # noqa: F401
 from preprocessing import efficientnet_preprocessing  # noqa: F401
 from preprocessing import efficientnet_v2_preprocessing  # noqa: F401
 from preprocessing import inception_preprocessing  # noqa: F401
