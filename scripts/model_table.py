@@ -25,8 +25,9 @@ HEADER = """\
 Every `--model_name`, from the registry (`nets/registry.py`). *parameters*: every
 variable of the net built for inference with the classes shown, batch-norm statistics
 included (as TF-Slim's model analyzer counted). *checkpoint classes*: the classes of
-TF-Slim's published checkpoint and, in brackets, the `--labels_offset` to use it with
-ImageNet converted here (1001 classes, 0 = background). *preprocessing*: the family
+TF-Slim's published checkpoint (for EfficientNet and EfficientNetV2, the official
+release's) and, in brackets, the `--labels_offset` to use it with ImageNet converted
+here (1001 classes, 0 = background). *preprocessing*: the family
 used unless `--preprocessing_name` says otherwise. [networks.md](../networks.md) says
 how the nets are built and checked.
 
