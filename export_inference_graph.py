@@ -18,13 +18,12 @@ is --graph_batch_size.
 """
 from cli import startup  # noqa: F401  (first: configures TensorFlow before it loads)
 
-from absl import app  # noqa: E402
-
 from cli import configs, export_job, guard  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 
-FLAG_GROUPS = ('Model', 'Dataset', 'Weights', 'Quantization', 'Exported model',
-               'Export formats', 'Existing output', 'Parity check', 'Logging')
+FLAG_GROUPS = ('Model', 'Dataset', 'Weights', 'Quantization', 'Batch-norm statistics',
+               'Exported model', 'Export formats', 'Existing output', 'Parity check',
+               'Logging')
 cli_flags.define(FLAG_GROUPS, usage=__doc__)
 
 
@@ -34,4 +33,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    app.run(guard.guarded(main))
+    guard.run(main)

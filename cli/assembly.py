@@ -24,6 +24,8 @@ class DataConfig:
     model_name: str
     batch_size: int
     file_pattern: Optional[str] = None
+    batch_norm_decay: Optional[float] = None  # None: the family's
+    batch_norm_epsilon: Optional[float] = None
     preprocessing_name: Optional[str] = None
     image_size: Optional[int] = None
     labels_offset: int = 0

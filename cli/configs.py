@@ -13,7 +13,7 @@ from absl import flags, logging
 
 from cli import benchmark_flags, device_flags
 from cli import flags as cli_flags
-from cli import run_record
+from cli import batch_norm_job, run_record
 from cli.assembly import DataConfig
 from cli.averaging_job import AveragingJob
 from cli.eval_job import EvaluationJob
@@ -191,6 +191,7 @@ def evaluation_from_flags(flag_values: flags.FlagValues = FLAGS) -> EvaluationJo
             all_reduce=device_flags.all_reduce_from_flags(flag_values),
             prefetch=device_flags.prefetch_from_flags(flag_values)),
         benchmark=benchmark_flags.from_flags(flag_values),
+        recompute=_from_flags(batch_norm_job.RecomputeConfig, flag_values),
         threads=device_flags.threads_from_flags(flag_values))
 
 
@@ -228,7 +229,8 @@ def export_from_flags(flag_values: flags.FlagValues = FLAGS) -> ExportJob:
         float_tolerance=flag_values.parity_tolerance, labels_dir=flag_values.export_dir)
     config = _from_flags(
         ExportConfig, flag_values, dataset_name=_dataset_name(flag_values),
-        use_moving_averages=flag_values.moving_average_decay is not None)
+        use_moving_averages=flag_values.moving_average_decay is not None,
+        recompute=_from_flags(batch_norm_job.RecomputeConfig, flag_values))
     return ExportJob(config, request)
 
 

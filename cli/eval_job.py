@@ -4,7 +4,7 @@ from typing import Optional
 
 from absl import logging
 
-from cli import run_record
+from cli import batch_norm_job, run_record
 from cli.assembly import DataConfig, assemble_data, assemble_synthetic_data, quantization_of
 from core import checks, paths, threads
 from core.errors import UsageError
@@ -33,7 +33,8 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
              watch: Optional[checkpoint_watch.WatchConfig] = None,
              deployment: Optional[model_deploy.DeploymentConfig] = None,
              quantize: bool = False,
-             benchmark: Optional[benchmark_lib.BenchmarkConfig] = None):
+             benchmark: Optional[benchmark_lib.BenchmarkConfig] = None,
+             recompute: batch_norm_job.RecomputeConfig = batch_norm_job.RecomputeConfig()):
     """Exact passes over the split: of one checkpoint, or with `watch` of each new
     checkpoint of the train_dir checkpoint_path until the training's last (see
     checkpoint_watch.watch_checkpoints). Prints and writes Accuracy, the top_k recalls,
@@ -57,6 +58,15 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
     strategy = model_deploy.create_strategy(deployment)
     if watch is None and checkpoint_path:  # a directory's newest intact one, or the one named
         checkpoint_path = checkpoints.resolve_checkpoint(checkpoint_path, verify=True)
+    if recompute.recompute_batch_norm_statistics:
+        if watch is not None or benchmark is not None:
+            raise UsageError('--recompute_batch_norm_statistics evaluates one checkpoint; '
+                             'drop --eval_interval_secs and --benchmark.')
+        checkpoint_path = batch_norm_job.recompute_checkpoint(
+            data, checkpoint_path, recompute.recompute_batch_norm_statistics,
+            output_dir=recompute.batch_norm_statistics_dir, strategy=strategy,
+            use_moving_averages=use_moving_averages,
+            quantization=quantization_of(checkpoint_path, quantize))
     batch_size = data.batch_size * strategy.num_replicas_in_sync
     assembly = (assemble_synthetic_data(data) if benchmark and not data.dataset_dir
                 else assemble_data(dataclasses.replace(data, batch_size=batch_size),
@@ -64,7 +74,9 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
     with strategy.scope():
         network = nets_factory.get_network_fn(
             data.model_name, assembly.num_classes,
-            quantization=quantization_of(checkpoint_path, quantize))
+            quantization=quantization_of(checkpoint_path, quantize),
+            batch_norm_decay=data.batch_norm_decay,
+            batch_norm_epsilon=data.batch_norm_epsilon)
         network.build(assembly.image_shape)
     evaluator = eval_loop.Evaluator(network, num_classes=assembly.num_classes,
                                     top_k=top_k, strategy=strategy,
@@ -82,6 +94,7 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
         with strategy.scope():
             global_step = checkpoints.restore_network(
                 network, checkpoint, use_moving_averages=use_moving_averages)
+        batch_norm_job.warn_if_immature(data.model_name, checkpoint, global_step)
         metrics = evaluator.evaluate(assembly.input_fn(None), batch_size=batch_size,
                                      num_examples=split_size,
                                      max_num_batches=max_num_batches)
@@ -143,6 +156,7 @@ class EvaluationJob:
     quantize: bool = False
     # Time the forward passes instead of evaluating (training.benchmark); None: evaluate.
     benchmark: Optional[benchmark_lib.BenchmarkConfig] = None
+    recompute: batch_norm_job.RecomputeConfig = batch_norm_job.RecomputeConfig()
     threads: ThreadConfig = ThreadConfig()  # applied before any op
 
 
@@ -151,4 +165,4 @@ def run(job: EvaluationJob):
     return evaluate(job.data, job.checkpoint_path, job.eval_dir, job.max_num_batches,
                     job.use_moving_averages, top_k=job.top_k, watch=job.watch,
                     deployment=job.deployment, quantize=job.quantize,
-                    benchmark=job.benchmark)
+                    benchmark=job.benchmark, recompute=job.recompute)

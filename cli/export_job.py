@@ -4,8 +4,11 @@ import dataclasses
 from typing import Optional
 
 from absl import logging
+import tensorflow as tf
 
-from cli.assembly import classes_after_offset, image_channels, preprocessing_family
+from cli import batch_norm_job
+from cli.assembly import DataConfig, classes_after_offset, image_channels
+from cli.assembly import preprocessing_family
 from cli.assembly import quantization_of
 from core import checks, paths
 from core.errors import UsageError
@@ -41,6 +44,9 @@ class ExportConfig:
     calibration_split_name: str = 'train'
     num_calibration_examples: int = 100
     quantize: bool = False
+    batch_norm_decay: Optional[float] = None  # None: the family's
+    batch_norm_epsilon: Optional[float] = None
+    recompute: batch_norm_job.RecomputeConfig = batch_norm_job.RecomputeConfig()
 
     def __post_init__(self):
         checks.check_at_least(1, num_parity_examples=self.num_parity_examples,
@@ -61,6 +67,28 @@ def _export_input_shape(config: ExportConfig, network_spec, channels: int) -> tu
     size = config.image_size or network_spec.default_image_size
     frames = config.num_frames or network_spec.num_frames
     return (*((frames,) if frames else ()), size, size, channels)
+
+
+def _recomputed_checkpoint(config: ExportConfig, is_video: bool) -> Optional[str]:
+    """The checkpoint to export: with --recompute_batch_norm_statistics, a copy whose
+    batch-norm statistics are recomputed on the training split (cli.batch_norm_job)."""
+    num_batches = config.recompute.recompute_batch_norm_statistics
+    if not num_batches:
+        return config.checkpoint_path
+    if not (config.checkpoint_path and config.dataset_dir) or is_video:
+        raise UsageError('--recompute_batch_norm_statistics needs the --checkpoint_path and '
+                         'the image dataset\'s --dataset_dir (its train split).')
+    data = DataConfig(
+        dataset_name=config.dataset_name, dataset_split_name=batch_norm_job.TRAIN_SPLIT,
+        dataset_dir=config.dataset_dir, model_name=config.model_name,
+        batch_size=batch_norm_job.EXPORT_BATCH_SIZE, preprocessing_name=config.preprocessing_name,
+        image_size=config.image_size, labels_offset=config.labels_offset,
+        use_grayscale=config.use_grayscale, batch_norm_epsilon=config.batch_norm_epsilon)
+    return batch_norm_job.recompute_checkpoint(
+        data, config.checkpoint_path, num_batches,
+        output_dir=config.recompute.batch_norm_statistics_dir,
+        strategy=tf.distribute.get_strategy(), use_moving_averages=config.use_moving_averages,
+        quantization=quantization_of(config.checkpoint_path, config.quantize))
 
 
 def export(config: ExportConfig, request: pipeline.ExportRequest):
@@ -89,13 +117,17 @@ def export(config: ExportConfig, request: pipeline.ExportRequest):
     if is_video and config.include_preprocessing:
         raise UsageError('--include_preprocessing decodes images; video nets take '
                          'preprocessed clips only: drop it.')
+    checkpoint_path = _recomputed_checkpoint(config, is_video)
     network = nets_factory.get_network_fn(
         config.model_name, num_classes,
-        quantization=quantization_of(config.checkpoint_path, config.quantize))
+        quantization=quantization_of(checkpoint_path, config.quantize),
+        batch_norm_decay=config.batch_norm_decay, batch_norm_epsilon=config.batch_norm_epsilon)
     network.build(input_shape)
-    if config.checkpoint_path:
-        checkpoints.restore_network(network, config.checkpoint_path,
-                                    use_moving_averages=config.use_moving_averages)
+    if checkpoint_path:
+        checkpoint_path = checkpoints.resolve_checkpoint(checkpoint_path)
+        step = checkpoints.restore_network(network, checkpoint_path,
+                                           use_moving_averages=config.use_moving_averages)
+        batch_norm_job.warn_if_immature(config.model_name, checkpoint_path, step)
     elif set(request.targets) != {'graphdef'}:  # the graph alone holds no weights
         logging.warning('No --checkpoint_path: exporting freshly initialised weights.')
     preprocess = None

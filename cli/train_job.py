@@ -17,8 +17,9 @@ from datasets import input_pipeline
 from deployment import model_deploy
 from deployment import plan as deployment_plan
 from nets import nets_factory, quantization
-from training import (benchmark as benchmark_lib, checkpoints, gradient_accumulation,
-                      learning_rate, optimizers, train_dir_lock, train_loop)
+from training import (batch_norm_statistics, benchmark as benchmark_lib, checkpoints,
+                      gradient_accumulation, learning_rate, optimizers, train_dir_lock,
+                      train_loop)
 from training.benchmark_report import Setting
 
 
@@ -90,7 +91,8 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
             data.model_name, assembly.num_classes, weight_decay=weight_decay,
             is_training=True, quantization=(quantization.QuantizationParams(quantize_delay)
                                             if quantization_aware else None),
-            drop_path_rate=drop_path_rate if drop_path_rate > 0 else None)
+            drop_path_rate=drop_path_rate if drop_path_rate > 0 else None,
+            batch_norm_decay=data.batch_norm_decay, batch_norm_epsilon=data.batch_norm_epsilon)
         if quantization_aware:
             logging.info('Quantization-aware training: fake quantization from step %d.',
                          quantize_delay)
@@ -112,6 +114,13 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
                    if micro_batches > 1 else [])
         if config.distillation.enabled:
             recipes.append(f'distillation: teacher {config.distillation.describe()}')
+        batch_norm = nets_factory.batch_norm_of(data.model_name, data.batch_norm_decay,
+                                                data.batch_norm_epsilon)
+        if batch_norm is not None:
+            given = data.batch_norm_decay is not None or data.batch_norm_epsilon is not None
+            source = 'given' if given else 'the family\'s default'
+            recipes.append(f'batch norm:   decay {batch_norm.decay:g}, epsilon '
+                           f'{batch_norm.epsilon:g} ({source})')
         logging.info('%s', plan.describe(
             batch_size=data.batch_size, train_dir=config.train_dir,
             input_source=assembly.input_source,
@@ -128,6 +137,12 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
             raise
         trainer.save_now()  # the steps before the bad record are kept
         raise DataError(message) from None
+    if plan.is_chief and not config.checkpoint_path:  # from scratch: the statistics too
+        warning = batch_norm_statistics.immature_warning(
+            nets_factory.batch_norm_of(data.model_name, data.batch_norm_decay),
+            int(trainer.global_step.numpy()))
+        if warning:
+            logging.warning('%s', warning)
     return trainer
 
 
@@ -162,7 +177,8 @@ def dry_run_restore(data: DataConfig, config: train_loop.TrainConfig):
                          'inspect.')
     assembly = _assemble_data(data, is_training=True)
     network = nets_factory.get_network_fn(data.model_name, assembly.num_classes,
-                                          is_training=True)
+                                          is_training=True,
+                                          batch_norm_epsilon=data.batch_norm_epsilon)
     network.build(assembly.image_shape)
     plan = checkpoints.plan_restore(network, config.checkpoint_path,
                                     exclude_scopes=config.checkpoint_exclude_scopes)

@@ -52,9 +52,8 @@ def get_network_fn(name: str, num_classes: int, weight_decay: float = 0.0,
     if 'drop_path_rate' in options and not _takes_drop_path_rate(spec,
                                                                  options['drop_path_rate']):
         del options['drop_path_rate']
-    batch_norm = _batch_norm(spec, batch_norm_decay, batch_norm_epsilon)
-    if batch_norm is not None:
-        options['batch_norm'] = batch_norm
+    if batch_norm_decay is not None or batch_norm_epsilon is not None:
+        options['batch_norm'] = batch_norm_of(name, batch_norm_decay, batch_norm_epsilon)
     return spec.builder(num_classes=num_classes, weight_decay=weight_decay,
                         is_training=is_training, spec=spec, quantization=quantization,
                         **options)
@@ -78,16 +77,20 @@ def _takes_drop_path_rate(spec: registry.NetworkSpec, rate) -> bool:
 
 
 
-def _batch_norm(spec: registry.NetworkSpec, decay, epsilon):
-    """The family's batch norm with `decay` / `epsilon` replaced; None when neither is set."""
+def batch_norm_of(name: str, decay: Optional[float] = None,
+                  epsilon: Optional[float] = None):
+    """The batch norm (layers.BatchNormParams) net `name` is built with given
+    --batch_norm_decay / --batch_norm_epsilon (None: the family's); None for a net
+    without batch norm, which refuses the flags."""
+    spec = registry.get_spec(name)
     given = {key: value for key, value in (('decay', decay), ('epsilon', epsilon))
              if value is not None}
-    if not given:
-        return None
-    flags = ' and '.join(f'--batch_norm_{key}' for key in given)
     if spec.batch_norm is None:
-        raise UsageError(f'{spec.name} has no batch norm, so {flags} does not apply; '
-                         f'drop the flag.')
+        if given:
+            flags = ' and '.join(f'--batch_norm_{key}' for key in given)
+            raise UsageError(f'{spec.name} has no batch norm, so {flags} does not apply; '
+                             f'drop the flag.')
+        return None
     if 'decay' in given and not 0 <= given['decay'] < 1:
         raise UsageError(f'--batch_norm_decay must be at least 0 and below 1 (the moving '
                          f'averages\' decay per step, e.g. 0.99); got {decay!r}.')

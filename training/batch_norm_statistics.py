@@ -49,9 +49,9 @@ def immature_warning(batch_norm: Optional[layers.BatchNormParams],
             f'{batch_norm.decay:g}, {weight:.0%} of each moving mean and variance is still '
             f'its initial value, so evaluation, export and predictions may be near chance. '
             f'Evaluate or export with --recompute_batch_norm_statistics=50, or train with '
-            f'a smaller --batch_norm_decay (the decay reaches {IMMATURE_WEIGHT:.0%} after '
-            f'{steps_to_mature(batch_norm.decay)} steps; 0.99 after '
-            f'{steps_to_mature(0.99)}).')
+            f'a smaller --batch_norm_decay (the initial value weighs {IMMATURE_WEIGHT:.0%} '
+            f'after {steps_to_mature(batch_norm.decay)} steps at {batch_norm.decay:g}, '
+            f'{steps_to_mature(0.99)} at 0.99).')
 
 
 def batch_norms(network: tf.Module) -> List[layers.BatchNorm]:

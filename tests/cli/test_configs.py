@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from cli import configs
+from cli import batch_norm_job, configs
 from cli import flags as cli_flags
 from cli.assembly import DataConfig
 from cli.export_job import ExportConfig
@@ -27,7 +27,9 @@ UNNAMED_FIELDS = [
     # Evaluation neither augments nor reads through the tf.data service.
     (EVAL, DataConfig, {'image_size', 'seed', 'augmentation', 'data_service_address',
                         'wait_for_data_service_secs'}),
-    (EXPORT, ExportConfig, {'use_moving_averages'}),
+    (EXPORT, ExportConfig, {'use_moving_averages', 'recompute'}),
+    (EVAL, batch_norm_job.RecomputeConfig, set()),
+    (EXPORT, batch_norm_job.RecomputeConfig, set()),
     (EXPORT, pipeline.ExportRequest, {'targets', 'training_graph', 'float_tolerance',
                                       'labels_dir'}),
     (CONVERT, dataset_utils.ConvertOptions, set()),
