@@ -1,0 +1,6 @@
+"""The one list of family mapping modules; importing this registers every counterpart.
+
+A family adds its module here (one line) and nowhere else.
+"""
+from nets.keras_import import slim_nets  # noqa: F401  (imported to register)
+from nets.keras_import.counterparts import get, names  # noqa: F401
