@@ -6,7 +6,8 @@ its blocks in order with `bash -e`, `python` being this venv's. The directory lo
 like the checkout to the commands (the four scripts, scripts/, benchmarks/, Makefile
 and .venv linked; the packages imported from the checkout) and holds small data the
 suite builds once:
-  my_photos/<daisy|roses|tulips>/  20 small images each (JPEG, one PNG), new_photo.jpg
+  my_photos/<daisy|roses|tulips>/  60 small scenes each, separable by colour (JPEG, one
+                                   PNG), new_photo.jpg
   disk/shapes/                     the `shapes` dataset, by download_and_convert_data.py
   disk/mnist/, cifar10/, flowers/   small copies of slim's datasets, as converted
   disk/checkpoints/                model-zoo checkpoints (slim's names, seeded values),
@@ -21,6 +22,12 @@ A marker on the line before a block changes how it runs:
   <!-- docs-test: known-failing (REASON) -->  still run: fails the test, naming REASON,
                                               until the block passes; the page's later
                                               blocks run all the same
+  <!-- docs-test: accuracy>=X -->              an outcome check: the block's last
+                                              eval/Accuracy must be at least X. It holds
+                                              in the slow run, where the page's blocks
+                                              keep their documented step counts (rule 2
+                                              does not apply); the fast run checks exit
+                                              codes only
 A marker that is not one of these, a ```console block, or a command line (python, make,
 scripts/*.sh, sbatch) in a plain or ```text block fails the test.
 
@@ -162,6 +169,21 @@ def test_a_block_over_its_timeout_fails(tmp_path):
     page = _write(tmp_path, '<!-- docs-test: timeout=1 -->\n```sh\nsleep 30 &\nwait\n```\n')
     outcomes = docs_blocks.run_page(docs_blocks.extract(page), tmp_path, False)
     assert outcomes[0].status == 'timed out' and outcomes[0].seconds < 10
+
+
+def test_an_outcome_check_holds_at_the_documented_steps(tmp_path):
+    page = _write(tmp_path, '```sh\necho "steps $(echo --max_number_of_steps=300)"\n```\n'
+                  '<!-- docs-test: accuracy>=0.9 -->\n```sh\necho "eval/Accuracy: 0.95"\n'
+                  'echo "eval/Accuracy: 0.5"\n```\n')
+    blocks = docs_blocks.extract(page)
+    assert blocks[1].accuracy == 0.9
+    fast = docs_blocks.run_page(blocks, tmp_path, include_slow=False)
+    assert [o.status for o in fast] == ['passed', 'passed']  # exit codes only
+    assert 'max_number_of_steps=4' in fast[0].output
+    slow = docs_blocks.run_page(blocks, tmp_path, include_slow=True)
+    assert 'max_number_of_steps=300' in slow[0].output
+    assert slow[1].status == 'failed'  # the last accuracy printed counts
+    assert 'below the page\'s bar of 0.9' in slow[1].output
 
 
 def test_markers(tmp_path):

@@ -24,7 +24,9 @@ FENCE = re.compile(r'^(\s*)(```+)\s*([\w+-]*)\s*$')
 MARKER = re.compile(r'^\s*<!--\s*docs-test:\s*(.*?)\s*-->\s*$')
 MARKER_PART = re.compile(
     r'\s*(?:(?P<kind>skip|known-failing)\s*\((?P<reason>[^()]+)\)|(?P<slow>slow)'
-    r'|timeout=(?P<timeout>\d+)|steps=(?P<steps>\d+))\s*(?:,|$)')
+    r'|timeout=(?P<timeout>\d+)|steps=(?P<steps>\d+)|accuracy>=(?P<accuracy>[\d.]+))'
+    r'\s*(?:,|$)')
+ACCURACY = re.compile(r'eval/Accuracy: ([\d.]+)')
 MACHINE = re.compile(r'^\s*#\s*on\s+\S+')
 FEW_STEPS = 4
 FAST_TIMEOUT = 180
@@ -49,6 +51,8 @@ class Block:
     slow: bool = False
     timeout: int | None = None
     steps: int = FEW_STEPS  # the most --max_number_of_steps it keeps
+    # The outcome its output must show: eval/Accuracy at least this (slow runs only).
+    accuracy: float | None = None
 
     @property
     def where(self):
@@ -81,13 +85,15 @@ def parse_marker(text, where):
         if not match or match.end() == position:
             raise DocsError(f'{where}: unknown docs-test marker {text!r}; use "skip '
                             f'(reason)", "slow", "timeout=SECONDS", "steps=N" or '
-                            f'"known-failing (reason)".')
+                            f'"known-failing (reason)", "accuracy>=X".')
         if match['kind']:
             found[match['kind'].replace('-', '_')] = match['reason'].strip()
         elif match['slow']:
             found['slow'] = True
         elif match['timeout']:
             found['timeout'] = int(match['timeout'])
+        elif match['accuracy']:
+            found['accuracy'] = float(match['accuracy'])
         else:
             found['steps'] = int(match['steps'])
         position = match.end()
@@ -128,7 +134,8 @@ def extract(path):
                                     known_failing=options.get('known_failing'),
                                     slow=options.get('slow', False),
                                     timeout=options.get('timeout'),
-                                    steps=options.get('steps', FEW_STEPS)))
+                                    steps=options.get('steps', FEW_STEPS),
+                                    accuracy=options.get('accuracy')))
             else:
                 if marker is not None:
                     raise DocsError(f'{path}:{marker_line}: docs-test marker before a '
@@ -182,12 +189,13 @@ def rewrite(text, scratch, ports, steps=FEW_STEPS):
                   str(pathlib.Path(scratch) / DISK), text)
     # 2. Long trainings -> a few steps, their warmup shrunk alike; benchmarks -> one round.
     steps_flag = re.search(r'--max_number_of_steps=(\d+)', text)
-    if steps_flag:
+    if steps_flag and steps is not None:
         factor = min(int(steps_flag[1]), steps) / int(steps_flag[1])
         text = re.sub(r'--warmup_epochs=([\d.]+)',
                       lambda m: f'--warmup_epochs={float(m[1]) * factor:g}', text)
-    text = re.sub(r'--max_number_of_steps=(\d+)',
-                  lambda m: f'--max_number_of_steps={min(int(m[1]), steps)}', text)
+    if steps is not None:
+        text = re.sub(r'--max_number_of_steps=(\d+)',
+                      lambda m: f'--max_number_of_steps={min(int(m[1]), steps)}', text)
     text = re.sub(r'--rounds=\d+', '--rounds=1', text)
 
     # 3. Example hosts -> 127.0.0.1 and a free port, the same one for the same address.
@@ -242,12 +250,15 @@ def environment(extra=None):
     return env
 
 
-def run_block(block, scratch, ports, number, timeout=None):
-    """Runs one block with `bash -e` in the scratch directory; an Outcome."""
-    script = rewrite(block.text, scratch, ports, block.steps)
+def run_block(block, scratch, ports, number, timeout=None, documented_steps=False):
+    """Runs one block with `bash -e` in the scratch directory; an Outcome. With
+    documented_steps its trainings keep their --max_number_of_steps and its accuracy
+    bar is checked."""
+    script = rewrite(block.text, scratch, ports, None if documented_steps else block.steps)
     path = pathlib.Path(scratch) / f'.docs_block_{number:02d}.sh'
     path.write_text(script)
-    timeout = timeout or block.timeout or (SLOW_TIMEOUT if block.slow else FAST_TIMEOUT)
+    timeout = timeout or block.timeout or (SLOW_TIMEOUT if block.slow or documented_steps
+                                           else FAST_TIMEOUT)
     start = time.monotonic()
     process = subprocess.Popen(['bash', '-e', str(path)], cwd=scratch, env=environment(),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -262,6 +273,12 @@ def run_block(block, scratch, ports, number, timeout=None):
         output += f'\n[docs test: killed after {timeout} s]'
     finally:
         _kill_group(process.pid)  # whatever the block left running (servers, ...)
+    if status == 'passed' and documented_steps and block.accuracy is not None:
+        reached = [float(value) for value in ACCURACY.findall(output)]
+        if not reached or reached[-1] < block.accuracy:
+            status = 'failed'
+            output += (f'\n[docs test: eval/Accuracy {reached[-1] if reached else "not printed"}'
+                       f', below the page\'s bar of {block.accuracy}]')
     return Outcome(block, status, time.monotonic() - start, output, script)
 
 
@@ -276,7 +293,11 @@ def _kill_group(pgid):
 
 def run_page(blocks, scratch, include_slow):
     """Runs a page's blocks in order; stops at the first failure (later blocks may
-    need its output), except of a known-failing block. Returns one outcome per block."""
+    need its output), except of a known-failing block. Returns one outcome per block.
+
+    A page with an outcome check (accuracy>=X) runs in the slow run at its documented
+    step counts and checks the bar; the fast run checks its exit codes only."""
+    documented_steps = include_slow and any(b.accuracy is not None for b in blocks)
     outcomes, failed = [], False
     for number, block in enumerate(blocks):
         if block.skip:
@@ -284,7 +305,8 @@ def run_page(blocks, scratch, include_slow):
         elif (block.slow and not include_slow) or failed:
             outcomes.append(Outcome(block, 'slow, not run' if not failed else 'not run'))
         else:
-            outcome = run_block(block, scratch, {}, number)
+            outcome = run_block(block, scratch, {}, number,
+                                documented_steps=documented_steps)
             outcomes.append(outcome)
             failed = outcome.status != 'passed' and not block.known_failing
     return outcomes
@@ -303,28 +325,50 @@ def failure_report(outcome, tail=60):
 PHOTO_CLASSES = ('daisy', 'roses', 'tulips')
 
 
-def write_photos(directory, per_class=20, seed=0):
-    """my_photos/<class>/*.jpg: small JPEGs (one PNG per class) of `shapes` drawings,
-    one shape per class, at a few sizes; and new_photo.jpg beside it."""
+# Each class a scene of its own colours (as forest, sea and sunset photos differ): a
+# background gradient between two colours, blobs of a third, noise. Separable by colour,
+# so a net trained for the README tour's 300 steps must classify them all.
+PHOTO_SCENES = {  # class: (top colour, bottom colour, blob colour), RGB
+    'daisy': ((70, 140, 60), (30, 90, 30), (245, 245, 235)),
+    'roses': ((60, 40, 40), (40, 80, 40), (200, 20, 40)),
+    'tulips': ((250, 180, 60), (230, 120, 40), (250, 230, 80)),
+}
+
+
+def draw_photo(name, height, width, rng):
+    """One uint8 [height, width, 3] scene of class `name` (PHOTO_SCENES)."""
+    import numpy as np
+    top, bottom, blob = (np.array(c, np.float32) for c in PHOTO_SCENES[name])
+    rows = np.linspace(0, 1, height, dtype=np.float32)[:, None, None]
+    image = np.broadcast_to(top * (1 - rows) + bottom * rows, (height, width, 3)).copy()
+    ys, xs = np.mgrid[:height, :width]
+    for _ in range(rng.integers(3, 9)):
+        cy, cx = rng.uniform(0, height), rng.uniform(0, width)
+        radius = rng.uniform(0.05, 0.15) * min(height, width)
+        image[(ys - cy) ** 2 + (xs - cx) ** 2 < radius ** 2] = blob
+    image *= rng.uniform(0.75, 1.15)  # exposure
+    image += rng.normal(0, 12, image.shape)
+    return np.clip(image, 0, 255).astype(np.uint8)
+
+
+def write_photos(directory, per_class=60, seed=0):
+    """my_photos/<class>/*.jpg: small JPEGs (one PNG per class) of each class's scene
+    (PHOTO_SCENES) at a few sizes; and new_photo.jpg (roses) beside it."""
     import numpy as np
     import tensorflow as tf
-    from datasets import shapes
     directory = pathlib.Path(directory)
     rng = np.random.default_rng(seed)
-    images, labels = shapes.generate(40 * per_class, seed=seed)
-    for label, name in enumerate(PHOTO_CLASSES):
+    for name in PHOTO_CLASSES:
         (directory / 'my_photos' / name).mkdir(parents=True, exist_ok=True)
-        chosen = images[labels == label][:per_class]
-        for number, image in enumerate(chosen):
-            size = rng.integers(48, 97, 2)
-            resized = tf.cast(tf.image.resize(image, size), tf.uint8)
+        for number in range(per_class):
+            image = draw_photo(name, *rng.integers(48, 97, 2), rng)
             png = number == 0
-            data = tf.io.encode_png(resized) if png else tf.io.encode_jpeg(resized)
+            data = tf.io.encode_png(image) if png else tf.io.encode_jpeg(image)
             suffix = 'png' if png else 'jpg'
             (directory / 'my_photos' / name / f'{name}_{number:02d}.{suffix}').write_bytes(
                 data.numpy())
-    new = images[labels == 1][per_class]
-    (directory / 'new_photo.jpg').write_bytes(tf.io.encode_jpeg(new).numpy())
+    (directory / 'new_photo.jpg').write_bytes(
+        tf.io.encode_jpeg(draw_photo('roses', 80, 96, rng)).numpy())
 
 
 def build_fixtures(directory):
