@@ -16,7 +16,7 @@ from absl import app  # noqa: E402
 from cli import averaging_job, configs, guard  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 
-FLAG_GROUPS = ('Checkpoint averaging', 'Existing output', 'Logging')
+FLAG_GROUPS = ('Checkpoint averaging', 'Checkpoint output', 'Existing output', 'Logging')
 cli_flags.define(FLAG_GROUPS, usage=__doc__)
 
 

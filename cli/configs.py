@@ -1,9 +1,10 @@
 """Parsed flags -> the frozen configs each job takes (the library never reads FLAGS).
 
 One function per script builds its job: training_from_flags, evaluation_from_flags,
-export_from_flags, conversion_from_flags, averaging_from_flags. A config field whose flag has the same name
-(cli.flags gives a name one meaning) is read from it; the rest are mapped here. Each
-takes the FlagValues to read, absl's global FLAGS by default.
+export_from_flags, conversion_from_flags, averaging_from_flags, import_from_flags. A
+config field whose flag has the same name (cli.flags gives a name one meaning) is read
+from it; the rest are mapped here. Each takes the FlagValues to read, absl's global
+FLAGS by default.
 """
 import dataclasses
 import sys
@@ -18,6 +19,7 @@ from cli.assembly import DataConfig
 from cli.averaging_job import AveragingJob
 from cli.eval_job import EvaluationJob
 from cli.export_job import ExportConfig, ExportJob
+from cli.import_weights_job import ImportJob
 from cli.train_job import TrainingJob
 from core import checks, threads
 from core.errors import UsageError
@@ -199,6 +201,17 @@ def averaging_from_flags(flag_values: flags.FlagValues = FLAGS) -> AveragingJob:
     """average_checkpoints.py's job."""
     return _from_flags(AveragingJob, flag_values,
                        checkpoint_prefixes=tuple(flag_values.checkpoint_prefixes or ()))
+
+
+def import_from_flags(flag_values: flags.FlagValues = FLAGS) -> ImportJob:
+    """import_keras_weights.py's job; the Model group's input flags do not apply."""
+    for name, why in [('preprocessing_name', 'the net takes its preprocessing with it'),
+                      ('labels_offset', 'the import keeps Keras\'s 1,000 classes'),
+                      ('use_grayscale', 'Keras\'s weights take 3 channels')]:
+        if flag_values[name].present:
+            raise UsageError(f'--{name} is not for the import ({why}); pass it to '
+                             'training, evaluation or export of the imported checkpoint.')
+    return _from_flags(ImportJob, flag_values)
 
 
 def _export_formats(flag_values) -> tuple:

@@ -27,7 +27,7 @@ from training import learning_rate, optimizers
 SCRIPTS = ('train_image_classifier.py', 'eval_image_classifier.py',
            'export_inference_graph.py', 'download_and_convert_data.py')
 # Scripts TF-Slim did not have; their flags follow the same rules.
-TOOLKIT_SCRIPTS = ('average_checkpoints.py',)
+TOOLKIT_SCRIPTS = ('average_checkpoints.py', 'import_keras_weights.py')
 # Flags left unset that mean something else per script: resolved in cli.configs.
 DEFAULT_DATASET = 'imagenet'
 
@@ -325,8 +325,9 @@ def _export_formats(define):
 
 def _existing_output(define):
     define.bool('overwrite', False, 'Replace existing exports (and a labels.txt naming '
-                'other classes), or an averaged checkpoint of the same step; convert an '
-                'image_folder whose source changed again.')
+                'other classes), an averaged checkpoint of the same step, or an '
+                'imported one in a non-empty --output_dir; convert an image_folder whose '
+                'source changed again.')
 
 
 def _checkpoint_averaging(define):
@@ -337,9 +338,20 @@ def _checkpoint_averaging(define):
                 '/tmp/train/model.ckpt-800); checkpoints of one network.')
     define.integer('num_checkpoints', 5, 'How many of --checkpoint_dir\'s newest '
                    'checkpoints to average (at least 2).')
-    define.string('output_dir', None, 'Where the averaged checkpoint goes, as '
-                  'model.ckpt-<newest step> with its own `checkpoint` file: pass this '
-                  'directory to evaluation and export as --checkpoint_path.')
+
+
+def _checkpoint_output(define):
+    define.string('output_dir', None, 'Where the new checkpoint goes, with its own '
+                  '`checkpoint` file (averaged: model.ckpt-<newest step>; imported from '
+                  'Keras: model.ckpt-0): pass this directory as --checkpoint_path to '
+                  'training (fine-tuning), evaluation and export.')
+
+
+def _keras_weights(define):
+    define.string('keras_weights', None, 'The Keras application\'s weights for '
+                  '--model_name: a .h5 or .weights.h5 file of that application (all of it '
+                  'is loaded), or imagenet for Keras\'s ImageNet weights (downloaded into '
+                  'Keras\'s cache, ~/.keras/models, unless already there).')
 
 
 def _parity_check(define):
@@ -421,6 +433,8 @@ GROUPS = {
     'Export formats': _export_formats,
     'Existing output': _existing_output,
     'Checkpoint averaging': _checkpoint_averaging,
+    'Keras weights': _keras_weights,
+    'Checkpoint output': _checkpoint_output,
     'Parity check': _parity_check,
     'Conversion': _conversion,
     'Logging': _logging,
