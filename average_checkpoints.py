@@ -11,8 +11,6 @@ export_inference_graph.py as --checkpoint_path=<output_dir>.
 """
 from cli import startup  # noqa: F401  (first: configures TensorFlow before it loads)
 
-from absl import app  # noqa: E402
-
 from cli import averaging_job, configs, guard  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 
@@ -26,4 +24,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    app.run(guard.guarded(main))
+    guard.run(main)

@@ -20,8 +20,6 @@ Re-running skips finished work: existing TFRecords are kept, and verified archiv
 """
 from cli import startup  # noqa: F401  (first: configures TensorFlow before it loads)
 
-from absl import app  # noqa: E402
-
 from cli import configs, guard  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 from datasets import dataset_factory  # noqa: E402
@@ -38,4 +36,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    app.run(guard.guarded(main))
+    guard.run(main)

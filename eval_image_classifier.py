@@ -5,9 +5,10 @@ r"""Evaluates a trained classifier on one split of a dataset and prints its accu
       --checkpoint_path=/tmp/train --eval_dir=/tmp/eval
 
 It prints eval/Accuracy and, with more than 5 classes, eval/Recall_5 (--top_k: any
-top-k recall, for k below the class count). With --eval_interval_secs=N it follows the training in --checkpoint_path, evaluating
-each new checkpoint once until the training's last one. --eval_dir receives
-metrics.json(l), confusion.csv, best_checkpoint.json and TensorBoard events.
+top-k recall, for k below the class count). With --eval_interval_secs=N it follows the
+training in --checkpoint_path, evaluating each new checkpoint once until the training's
+last one. --eval_dir receives metrics.json(l), confusion.csv, best_checkpoint.json and
+TensorBoard events.
 """
 from cli import startup  # noqa: F401  (first: configures TensorFlow before it loads)
 

@@ -1,4 +1,4 @@
-r"""Trains an image classifier: flags -> configs -> cli.train_job.run.
+r"""Trains an image classifier on a converted dataset, saving checkpoints to --train_dir.
 
   python train_image_classifier.py --dataset_name=shapes --dataset_dir=/tmp/shapes \
       --model_name=cifarnet --train_dir=/tmp/train --max_number_of_steps=1000
@@ -7,8 +7,6 @@ Checkpoints, TensorBoard events, flags.txt (a --flagfile repeating the run) and
 run_info.json go to --train_dir; a run finding checkpoints there resumes from them.
 """
 from cli import startup  # noqa: F401  (first: configures TensorFlow before it loads)
-
-from absl import app  # noqa: E402
 
 from cli import configs, data_service_flags, guard, train_job  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
@@ -29,4 +27,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    app.run(guard.guarded(main))
+    guard.run(main)

@@ -2,7 +2,8 @@
 
 absl's own --help lists the main module's flags in one alphabetical block; ours walks
 the groups the script declared, then shows the few absl flags a user needs. absl's
---helpfull (every flag, by defining module) is left as it is.
+--helpfull (every flag, by defining module) keeps its text. Asking for help succeeds:
+each exits 0 (absl's exit 1).
 """
 import sys
 
@@ -51,7 +52,8 @@ def render(sections, flag_values: flags.FlagValues) -> str:
 
 
 class _GroupedHelpFlag(app.HelpFlag):
-    """--help (and -?): the usage and the flags by topic, on stdout; exits 1 as absl's."""
+    """--help (and -?): the usage and the flags by topic, on stdout; exits 0 (absl's
+    exits 1, as if asking for help were a failure)."""
 
     def __init__(self, sections, usage, flag_values):
         super().__init__()
@@ -65,7 +67,7 @@ class _GroupedHelpFlag(app.HelpFlag):
             sys.stdout.write(usage.rstrip('\n') + '\n\n'
                              + render(self._sections, self._flag_values))
             print('\nTry --helpfull to get a list of all flags.')
-            sys.exit(1)
+            sys.exit(0)
 
 
 class _GroupedHelpshortFlag(_GroupedHelpFlag):
@@ -74,10 +76,25 @@ class _GroupedHelpshortFlag(_GroupedHelpFlag):
     SHORT_NAME = None
 
 
+class _HelpfullFlag(app.HelpfullFlag):
+    """absl's --helpfull (every flag, by defining module), exiting 0."""
+
+    def __init__(self):
+        super().__init__()
+        self.allow_override = True  # replaces absl's
+
+    def parse(self, arg):
+        if self._parse(arg):
+            app.usage(writeto_stdout=True)
+            sys.exit(0)
+
+
 def install(sections, usage, flag_values: flags.FlagValues):
-    """Makes --help, -? and --helpshort print sections; absl's --helpfull stays."""
+    """Makes --help, -? and --helpshort print sections; --helpfull stays absl's. Each
+    exits 0."""
     if flag_values is flags.FLAGS:
         app.define_help_flags()  # absl's help flags first, so ours replace them
+        flags.DEFINE_flag(_HelpfullFlag(), flag_values, module_name=__name__)
     for help_flag in (_GroupedHelpFlag, _GroupedHelpshortFlag):
         flags.DEFINE_flag(help_flag(sections, usage, flag_values), flag_values,
                           module_name=__name__)

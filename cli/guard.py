@@ -1,7 +1,10 @@
 """The error guard every script runs under: user mistakes end in one `ERROR:` line."""
+import difflib
 import logging
 import os
 import sys
+
+from absl import app, flags
 
 from cli import startup
 from core.errors import (ClusterTaskFailed, TrainingDiverged, UsageError,
@@ -25,6 +28,40 @@ def exit_now(status: int, keep_alive=None):
     sys.stderr.flush()
     del keep_alive  # only its lifetime mattered
     os._exit(status)  # pylint: disable=protected-access
+
+
+def run(main):
+    """A script's entry: absl parses the flags (a flag it cannot parse ends in one
+    `ERROR:` line), then main runs guarded."""
+    app.run(guarded(main), flags_parser=parse_flags)
+
+
+def flag_error_message(error: flags.Error, flag_values: flags.FlagValues) -> str:
+    """absl's flag error in one line: an unknown flag names the closest known ones."""
+    if isinstance(error, flags.UnrecognizedFlagError):
+        name = error.flagname
+        scored = sorted(((difflib.SequenceMatcher(None, name, known).ratio(), known)
+                         for known in flag_values if len(known) > 1), reverse=True)
+        # The closest names: up to three, as close as the best (not merely similar).
+        close = [known for score, known in scored[:3]
+                 if score >= max(0.6, scored[0][0] - 0.05)]
+        if name.startswith('no') and name[2:] in flag_values:  # --noX of a non-boolean
+            return f'--{name}: --{name[2:]} is not a true/false flag; pass --{name[2:]}=VALUE.'
+        if close:
+            return (f'Unknown flag --{name}; did you mean '
+                    f'{" or ".join("--" + match for match in close)}?')
+        return f'Unknown flag --{name}; --help lists this script\'s flags.'
+    return ' '.join(str(error).split()) + ' (--help lists this script\'s flags)'
+
+
+def parse_flags(argv):
+    """absl's parsing of argv, for app.run; an unknown flag or a bad value ends in one
+    `ERROR:` line and exit status 1 (absl's own is a FATAL line and a hint)."""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as error:
+        sys.stderr.write(f'ERROR: {flag_error_message(error, flags.FLAGS)}\n')
+        sys.exit(1)
 
 
 def guarded(main):

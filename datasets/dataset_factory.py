@@ -47,15 +47,47 @@ def _require_dataset_dir(dataset_dir: str | None) -> None:
 
 def get_info(name: str, dataset_dir: str | None = None) -> dataset_utils.DatasetInfo:
     """Facts about a dataset (splits, classes, shape). Fixed datasets need no files;
-    image_folder and TFDS datasets read them from dataset_dir."""
+    image_folder and TFDS datasets read them from dataset_dir. A dataset_dir holding
+    another dataset is refused: its converter's dataset_info.json names another, or its
+    labels.txt a class beyond this one's. Training, evaluation, export and prediction
+    all come here for the facts, so all refuse alike."""
     module = _module(name)
-    if hasattr(module, "load_info"):
-        if not dataset_dir:
-            raise UsageError(f"{name} reads its classes and splits from the converted "
-                             f"data; pass --dataset_dir=DIR.")
-        return (module.load_info(name, dataset_dir) if module is tfds_datasets
-                else module.load_info(dataset_dir))
-    return module.INFO
+    if hasattr(module, "load_info") and not dataset_dir:
+        raise UsageError(f"{name} reads its classes and splits from the converted "
+                         f"data; pass --dataset_dir=DIR.")
+    if module is tfds_datasets:  # dataset_dir is a TFDS data_dir of many datasets
+        return module.load_info(name, dataset_dir)
+    if dataset_dir:
+        _check_recorded_name(name, dataset_dir)
+    info = module.load_info(dataset_dir) if hasattr(module, "load_info") else module.INFO
+    if dataset_dir:
+        _check_labels(name, info, dataset_dir)
+    return info
+
+
+def _check_recorded_name(name: str, dataset_dir: str) -> None:
+    """The dataset a converter recorded in dataset_dir's dataset_info.json must be name:
+    e.g. an image_folder conversion read as the default --dataset_name=imagenet, whose
+    file pattern matches its shards, would train a 1001-class net on it."""
+    recorded = (dataset_utils.read_metadata(dataset_dir) or {}).get("name")
+    if recorded and recorded != name:
+        raise UsageError(f"{dataset_dir} holds the {recorded} dataset (its "
+                         f"{dataset_utils.METADATA_FILENAME} says so), not {name}: pass "
+                         f"--dataset_name={recorded}.")
+
+
+def _check_labels(name: str, info: dataset_utils.DatasetInfo, dataset_dir: str) -> None:
+    """dataset_dir's labels.txt (when there is one) names no class beyond the dataset's:
+    one that does holds another dataset. It may name fewer (ImageNet converted from some
+    synsets names those; a file may rename only some classes)."""
+    if not dataset_utils.has_labels(dataset_dir):
+        return
+    labels = dataset_utils.read_label_file(dataset_dir)
+    if any(not 0 <= label < info.num_classes for label in labels):
+        path = os.path.join(dataset_dir, dataset_utils.LABELS_FILENAME)
+        raise UsageError(f"{path} names {len(labels)} classes (ids {min(labels)} to "
+                         f"{max(labels)}), but {name} has {info.num_classes}: pass the "
+                         f"--dataset_name that {dataset_dir} was converted with.")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -298,3 +298,13 @@ class ConvertOptions:
 
 
 METADATA_FILENAME = "dataset_info.json"
+
+
+def read_metadata(dataset_dir: str) -> dict | None:
+    """The dataset_info.json a converter wrote in dataset_dir (its "name" says which
+    dataset the directory holds); None if there is none."""
+    path = os.path.join(dataset_dir, METADATA_FILENAME)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)

@@ -122,6 +122,16 @@ def exif_orientation(data: bytes) -> int:
     return 1
 
 
+def _known_format(data: bytes) -> str:
+    """sniff_format's answer; UnreadableImage saying why when there is none."""
+    if not data:
+        raise UnreadableImage("the file is empty")
+    file_format = sniff_format(data)
+    if file_format is None:
+        raise UnreadableImage(f"not {_FORMATS}")
+    return file_format
+
+
 def _decode(data: bytes, channels: int) -> tf.Tensor:
     if sniff_format(data) == "jpeg" and _jpeg_is_truncated(data):
         raise UnreadableImage("truncated JPEG: it ends before its end-of-image marker")
@@ -146,9 +156,7 @@ def check_image(data: bytes, keep_formats=("jpeg", "png"),
 
     Raises UnreadableImage if the bytes are not an image or do not decode completely.
     """
-    file_format = sniff_format(data)
-    if file_format is None:
-        raise UnreadableImage(f"not {_FORMATS}")
+    file_format = _known_format(data)
     image = _decode(data, channels=0)
     orientation = exif_orientation(data) if file_format == "jpeg" else 1
     if apply_orientation and orientation != 1:
@@ -170,9 +178,7 @@ def as_rgb_jpeg(data: bytes) -> EncodedImage:
     """A JPEG TensorFlow reads as RGB: colour and grey JPEGs unchanged; CMYK JPEGs and
     other formats (e.g. a PNG named .JPEG) re-encoded as RGB, as TF-Slim did for ImageNet.
     """
-    file_format = sniff_format(data)
-    if file_format is None:
-        raise UnreadableImage(f"not {_FORMATS}")
+    file_format = _known_format(data)
     if file_format == "jpeg" and jpeg_num_components(data) in (1, 3):
         image = _decode(data, channels=0)
         return EncodedImage(data, "jpeg", int(image.shape[0]), int(image.shape[1]),

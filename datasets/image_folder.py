@@ -15,13 +15,11 @@ what was read, so a re-run names what changed in SOURCE since.
 import dataclasses
 import datetime
 import glob
-import json
 import math
 import os
 import random
 
 from absl import logging
-import tensorflow as tf
 
 from core.errors import UsageError
 from datasets import dataset_utils
@@ -169,17 +167,9 @@ def _default_shards(num_images: int) -> int:
     return max(1, math.ceil(num_images / _IMAGES_PER_SHARD))
 
 
-def _read_metadata(dataset_dir: str) -> dict | None:
-    path = os.path.join(dataset_dir, dataset_utils.METADATA_FILENAME)
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as f:
-        return json.load(f)
-
-
 def load_info(dataset_dir: str) -> dataset_utils.DatasetInfo:
     """The DatasetInfo the converter recorded in dataset_dir."""
-    metadata = _read_metadata(dataset_dir)
+    metadata = dataset_utils.read_metadata(dataset_dir)
     if metadata is None or metadata.get("name") != NAME:
         raise UsageError(
             f"No image_folder conversion in {dataset_dir} ({dataset_utils.METADATA_FILENAME} "
@@ -243,7 +233,7 @@ def _remove_conversion(dataset_dir: str) -> None:
 def _check_destination(dataset_dir: str, source: Source, options) -> bool:
     """Whether dataset_dir holds this conversion, finished (then there is nothing to do);
     refuses another one, or one of a source that changed since, unless --overwrite."""
-    metadata = _read_metadata(dataset_dir)
+    metadata = dataset_utils.read_metadata(dataset_dir)
     if metadata is not None and metadata.get("name") != NAME:
         raise UsageError(f"{dataset_dir} holds another dataset ({metadata.get('name')}); "
                          f"choose another --dataset_dir.")

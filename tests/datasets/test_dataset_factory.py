@@ -133,3 +133,19 @@ def test_decode_rejects_image_of_wrong_size(tmp_path):
 
     with pytest.raises(tf.errors.InvalidArgumentError):
         next(iter(dataset))
+
+
+def test_a_dataset_dir_holding_another_dataset_is_refused(tmp_path):
+    """The converter's dataset_info.json names the dataset; a labels.txt naming classes
+    beyond the dataset's is another dataset's."""
+    dataset_utils.write_json(str(tmp_path / dataset_utils.METADATA_FILENAME),
+                             {"name": "image_folder"})
+    with pytest.raises(UsageError, match=r"holds the image_folder dataset .*not imagenet: "
+                                         r"pass --dataset_name=image_folder\."):
+        dataset_factory.get_dataset("imagenet", "train", str(tmp_path))
+    other = tmp_path / "other"
+    other.mkdir()
+    dataset_utils.write_label_file(dict(enumerate("abcdefg")), str(other))
+    with pytest.raises(UsageError, match=r"names 7 classes \(ids 0 to 6\), but flowers has 5"):
+        dataset_factory.get_info("flowers", str(other))
+    assert dataset_factory.get_info("mnist", str(other)).num_classes == 10

@@ -14,6 +14,8 @@ from helpers import testing_utils
 
 from helpers.scripts import EVAL, EXPORT, ROOT, TRAIN, run_script
 
+CONVERT, AVERAGE = 'download_and_convert_data.py', 'average_checkpoints.py'
+
 
 SHAPES = ['--dataset_name=shapes', '--dataset_dir={shapes}', '--model_name=cifarnet']
 BAD_TRAINING = {
@@ -41,7 +43,11 @@ HELP_FLAGS = {
             '--num_clones', '--moving_average_decay', '--seed', '--tf_log_level'],
     EVAL: ['--checkpoint_path', '--eval_dir', '--dataset_dir', '--model_name', '--batch_size'],
     EXPORT: ['--model_name', '--saved_model_dir', '--output_file'],
+    CONVERT: ['--dataset_name', '--dataset_dir', '--source_dir', '--tf_log_level'],
+    AVERAGE: ['--checkpoint_dir', '--output_dir', '--num_checkpoints'],
 }
+# A C++ log line of TensorFlow's: 'E0000 00:00:1795346499.095548    6621 util.cc:131] ...'.
+CPP_LOG_LINE = re.compile(r'[IWEF]\d{4} [\d:.]+ +\d+ \S+\.cc:\d+\]')
 
 
 @pytest.fixture(scope='module')
@@ -69,10 +75,33 @@ def results(tmp_path_factory):
                                        '--max_number_of_steps=50', '--seed=3'])
     for script in HELP_FLAGS:
         runs[f'help/{script}'] = (script, ['--help'])
+    # A real process's flag parsing (the rest of the flag mistakes share one process in
+    # test_user_mistakes.py).
+    runs['train/misspelt_flag'] = (TRAIN, ['--dataset_name=shapes', f'--dataset_dir={shapes}',
+                                           '--model_name=lenet', '--max_number_of_steps=1',
+                                           '--learing_rate=0.1'])
+    photos = tmp_path_factory.mktemp('photos')
+    _write_photo_folder(photos / 'my_photos')
+    runs['convert/photos'] = (CONVERT, ['--dataset_name=image_folder',
+                                        f'--source_dir={photos / "my_photos"}',
+                                        f'--dataset_dir={photos / "data"}'])
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
         futures = {name: pool.submit(run_script, script, *args)
                    for name, (script, args) in runs.items()}
         return {name: future.result() for name, future in futures.items()}
+
+
+def _write_photo_folder(source):
+    """Two classes of JPEGs as phones write them (one turned by its EXIF orientation,
+    which the converter applies), and an empty file."""
+    for label, name in enumerate(('forest', 'sea')):
+        (source / name).mkdir(parents=True)
+        for index in range(2):
+            (source / name / f'{index}.jpg').write_bytes(
+                testing_utils.encoded_image(20, 24, seed=10 * label + index))
+    (source / 'sea' / 'sideways.jpg').write_bytes(testing_utils.with_exif_orientation(
+        testing_utils.encoded_image(20, 24, seed=7), 6))
+    (source / 'forest' / 'empty.jpg').write_bytes(b'')
 
 
 def _assert_one_line_error(result, *fragments):
@@ -109,14 +138,34 @@ def test_tensorflows_cpp_log_lines_are_silenced_by_default(results):
     stderr = results['train/diverging'].stderr
     assert 'global step' in stderr or 'Loss became' in stderr, stderr[-2000:]
     assert not [line for line in stderr.splitlines()
-                if re.match(r'[IW]\d{4} [\d:.]+ +\d+ \S+\.cc:\d+\]', line)
-                or 'absl::InitializeLog' in line], stderr[-2000:]
+                if CPP_LOG_LINE.match(line) or 'absl::InitializeLog' in line], stderr[-2000:]
+
+
+def test_a_photo_folder_converts_without_tensorflow_lines_and_an_empty_file_says_so(
+        results):
+    """Turning the sideways photo upright runs a uint8 transpose, at which oneDNN logs
+    'E0000 ... oneDNN supports DT_UINT8 only on platforms with AVX-512' at error level
+    (on CPUs with AVX-512); the default --tf_log_level=none keeps it out."""
+    result = results['convert/photos']
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert 'Turned 1 JPEG(s) upright' in result.stderr, result.stderr[-3000:]
+    assert 'forest/empty.jpg (the file is empty)' in result.stderr, result.stderr[-3000:]
+    assert not [line for line in result.stderr.splitlines()
+                if CPP_LOG_LINE.match(line) or 'oneDNN' in line], result.stderr[-3000:]
+
+
+def test_a_misspelt_flag_is_one_error_line_naming_the_closest(results):
+    _assert_one_line_error(results['train/misspelt_flag'],
+                           'Unknown flag --learing_rate; did you mean --learning_rate?')
 
 
 @pytest.mark.parametrize('script', sorted(HELP_FLAGS))
 def test_help_lists_the_scripts_own_and_shared_flags(script, results):
-    result = results[f'help/{script}']  # absl exits 1 after printing the help
-    assert 'Traceback' not in result.stderr, result.stderr[-2000:]
+    result = results[f'help/{script}']
+    assert result.returncode == 0 and 'Traceback' not in result.stderr, result.stderr[-2000:]
+    # One sentence saying what the script does, not how it is built.
+    first = result.stdout.splitlines()[0]
+    assert first.endswith('.') and '->' not in first and 'cli.' not in first, first
     listed = {line.split(':')[0].strip().replace('--[no]', '--')
               for line in result.stdout.splitlines() if line.startswith('  --')}
     assert set(HELP_FLAGS[script]) <= listed, sorted(listed)

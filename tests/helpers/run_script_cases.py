@@ -38,8 +38,8 @@ def main():
             argv = flags.FLAGS([script, *args])
             status, result = guard.run_guarded(module.main, argv)
             keep_alive.append(result)
-        except flags.Error as error:
-            sys.stderr.write(f'FATAL Flags parsing error: {error}\n')
+        except flags.Error as error:  # as the script's guard.parse_flags reports it
+            sys.stderr.write(f'ERROR: {guard.flag_error_message(error, flags.FLAGS)}\n')
             status = 1
         except BaseException:  # pylint: disable=broad-except
             traceback.print_exc()
