@@ -15,7 +15,7 @@ from cli import startup  # noqa: F401  (first: configures TensorFlow before it l
 from cli import configs, eval_job, guard  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 
-FLAG_GROUPS = ('Model', 'Dataset', 'Input pipeline', 'Weights', 'Quantization',
+FLAG_GROUPS = ('Model', 'Dataset', 'Split', 'Input pipeline', 'Weights', 'Quantization',
                'Evaluation', 'Batch-norm statistics', 'Continuous evaluation', 'Devices',
                'Device performance', 'Logging', 'Benchmark')
 cli_flags.define(FLAG_GROUPS, usage=__doc__)

@@ -11,7 +11,7 @@ from cli import startup  # noqa: F401  (first: configures TensorFlow before it l
 from cli import configs, data_service_flags, guard, train_job  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 
-FLAG_GROUPS = ('Model', 'Dataset', 'Input pipeline', 'Training', 'Augmentation',
+FLAG_GROUPS = ('Model', 'Dataset', 'Split', 'Input pipeline', 'Training', 'Augmentation',
                'Batch recipes', 'Stochastic depth', 'Distillation', 'Optimizer',
                'Learning rate', 'Weights', 'Fine-tuning', 'Checkpoints and progress',
                'Devices', 'Device performance', 'Cluster', 'tf.data service', 'Logging',

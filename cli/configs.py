@@ -1,10 +1,10 @@
 """Parsed flags -> the frozen configs each job takes (the library never reads FLAGS).
 
 One function per script builds its job: training_from_flags, evaluation_from_flags,
-export_from_flags, conversion_from_flags, averaging_from_flags, import_from_flags. A
-config field whose flag has the same name (cli.flags gives a name one meaning) is read
-from it; the rest are mapped here. Each takes the FlagValues to read, absl's global
-FLAGS by default.
+export_from_flags, conversion_from_flags, averaging_from_flags, import_from_flags,
+prediction_from_flags. A config field whose flag has the same name (cli.flags gives a
+name one meaning) is read from it; the rest are mapped here. Each takes the FlagValues
+to read, absl's global FLAGS by default.
 """
 import dataclasses
 import sys
@@ -15,11 +15,12 @@ from absl import flags, logging
 from cli import benchmark_flags, device_flags
 from cli import flags as cli_flags
 from cli import batch_norm_job, run_record
-from cli.assembly import DataConfig
+from cli.assembly import DataConfig, preprocessing_family
 from cli.averaging_job import AveragingJob
 from cli.eval_job import EvaluationJob
 from cli.export_job import ExportConfig, ExportJob
 from cli.import_weights_job import ImportJob
+from cli.predict_job import PredictionJob
 from cli.train_job import TrainingJob
 from core import checks, threads
 from core.errors import UsageError
@@ -27,6 +28,7 @@ from core.threads import ThreadConfig
 from datasets import dataset_utils
 from deployment import cluster, model_deploy
 from export import pipeline
+from nets import nets_factory
 from preprocessing import augment_policies
 from training import (batch_mixing, checkpoint_watch, distillation, learning_rate,
                       optimizers, train_loop)
@@ -195,6 +197,26 @@ def evaluation_from_flags(flag_values: flags.FlagValues = FLAGS) -> EvaluationJo
         benchmark=benchmark_flags.from_flags(flag_values),
         recompute=_from_flags(batch_norm_job.RecomputeConfig, flag_values),
         threads=device_flags.threads_from_flags(flag_values))
+
+
+def prediction_from_flags(flag_values: flags.FlagValues = FLAGS) -> PredictionJob:
+    """scripts/predict_saved_model.py's job. Of the Model group only --model_name and
+    --preprocessing_name apply: they name an older SavedModel's preprocessing."""
+    for name, why in [('labels_offset', 'the SavedModel names its own classes'),
+                      ('use_grayscale', 'the SavedModel converts its input itself')]:
+        if flag_values[name].present:
+            raise UsageError(f'--{name} is not for prediction ({why}); pass it to the '
+                             'export.')
+    named = flag_values['model_name'].present or flag_values.preprocessing_name
+    return PredictionJob(
+        saved_model_dir=flag_values.saved_model_dir,
+        image_files=tuple(flag_values.image_files or ()),
+        dataset_name=_dataset_name(flag_values), dataset_dir=flag_values.dataset_dir,
+        dataset_split_name=flag_values.dataset_split_name or EVAL_SPLIT,
+        preprocessing_name=(preprocessing_family(
+            flag_values.preprocessing_name, nets_factory.get_spec(flag_values.model_name))
+            if named else None),
+        num_examples=flag_values.num_examples)
 
 
 def averaging_from_flags(flag_values: flags.FlagValues = FLAGS) -> AveragingJob:

@@ -15,8 +15,8 @@ import typing
 
 from absl import flags
 
-from cli import (benchmark_flags, data_service_flags, device_flags, flag_help, recipe_flags,
-                 startup)
+from cli import (benchmark_flags, data_service_flags, device_flags, flag_help, predict_job,
+                 recipe_flags, startup)
 from datasets import dataset_factory
 from deployment import cluster, model_deploy
 from export import pipeline
@@ -27,7 +27,8 @@ from training import learning_rate, optimizers
 SCRIPTS = ('train_image_classifier.py', 'eval_image_classifier.py',
            'export_inference_graph.py', 'download_and_convert_data.py')
 # Scripts TF-Slim did not have; their flags follow the same rules.
-TOOLKIT_SCRIPTS = ('average_checkpoints.py', 'import_keras_weights.py')
+TOOLKIT_SCRIPTS = ('average_checkpoints.py', 'import_keras_weights.py',
+                   'scripts/predict_saved_model.py')
 # Flags left unset that mean something else per script: resolved in cli.configs.
 DEFAULT_DATASET = 'imagenet'
 
@@ -100,9 +101,12 @@ def _dataset(define):
                   'and the dataset\'s built-in class names.')
 
 
-def _input_pipeline(define):
+def _split(define):
     define.string('dataset_split_name', None, 'The split to read; default: train to train, '
-                  'test to evaluate.')
+                  'test to evaluate and to predict.')
+
+
+def _input_pipeline(define):
     define.string('file_pattern', None, 'Override of the dataset\'s file name pattern, '
                   'relative to --dataset_dir, with %s for the split.')
     define.integer('batch_size', None, 'Examples per batch on each clone (as TF-Slim); '
@@ -312,8 +316,6 @@ def _export_formats(define):
     define.string('export_dir', None, 'Directory for the formats, under fixed names: '
                   'saved_model/, inference_graph.pb, frozen_graph.pb, model_float.tflite, '
                   'model_int8.tflite, slim_checkpoint/model.ckpt, plus labels.txt.')
-    define.string('saved_model_dir', None, 'Where to write the SavedModel (instead of '
-                  '<export_dir>/saved_model).')
     define.string('output_file', None, 'The one graph or TFLite file asked for; alone, '
                   'TF-Slim\'s inference GraphDef, frozen given --checkpoint_path.')
     define.bool('write_text_graphdef', False, 'Write GraphDefs as text (.pbtxt).')
@@ -321,6 +323,12 @@ def _export_formats(define):
                 'image SavedModel now preprocesses uint8, encoded and tf.Example inputs.')
     define.enum('tflite_io_dtype', 'uint8', ['uint8', 'float32'], 'Input and output type of '
                 'the int8 TFLite model.')
+
+
+def _saved_model(define):
+    define.string('saved_model_dir', None, 'The SavedModel\'s directory: export writes it '
+                  'there (instead of <export_dir>/saved_model), prediction loads it (or '
+                  'an --export_dir holding saved_model/).')
 
 
 def _existing_output(define):
@@ -411,6 +419,7 @@ def _logging(define):
 GROUPS = {
     'Model': _model,
     'Dataset': _dataset,
+    'Split': _split,
     'Input pipeline': _input_pipeline,
     'Weights': _weights,
     'Quantization': _quantization,
@@ -431,6 +440,8 @@ GROUPS = {
     'Continuous evaluation': _continuous_evaluation,
     'Exported model': _exported_model,
     'Export formats': _export_formats,
+    'SavedModel': _saved_model,
+    'Prediction': predict_job.prediction,
     'Existing output': _existing_output,
     'Checkpoint averaging': _checkpoint_averaging,
     'Keras weights': _keras_weights,

@@ -58,7 +58,7 @@ def _subdirectories(directory: str) -> list[str]:
                   if entry.is_dir() and not entry.name.startswith("."))
 
 
-def _list_files(directory: str) -> list[str]:
+def list_files(directory: str) -> list[str]:
     """Every non-hidden file under directory, sorted, so runs see the same order."""
     found = []
     for root, dirs, files in os.walk(directory):
@@ -82,7 +82,7 @@ def read_source(source_dir: str) -> Source:
                          f"each class's images in SOURCE/<class name>/.")
     if not all(name in SPLIT_DIRECTORIES for name in top):
         source = Source(root, "classes", top,
-                        {None: [_list_files(os.path.join(root, name)) for name in top]}, {})
+                        {None: [list_files(os.path.join(root, name)) for name in top]}, {})
     else:
         source = _read_split_source(source_dir, root, top)
     stray = _files_beside_classes(root, source.split_directories.values())
@@ -127,7 +127,7 @@ def _read_split_source(source_dir: str, root: str, top: list) -> Source:
                 f"train/ lacks ({', '.join(unknown)}); rename them to train/'s classes "
                 f"({', '.join(class_names[:10])}{', ...' if len(class_names) > 10 else ''}) "
                 f"or add their training images to train/.")
-    files = {split: [_list_files(os.path.join(root, name, class_name))
+    files = {split: [list_files(os.path.join(root, name, class_name))
                      for class_name in class_names]
              for split, name in directories.items()}
     return Source(root, "splits", class_names, files, directories)

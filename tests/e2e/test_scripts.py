@@ -15,6 +15,7 @@ from helpers import testing_utils
 from helpers.scripts import EVAL, EXPORT, ROOT, TRAIN, run_script
 
 CONVERT, AVERAGE = 'download_and_convert_data.py', 'average_checkpoints.py'
+PREDICT = 'scripts/predict_saved_model.py'
 
 
 SHAPES = ['--dataset_name=shapes', '--dataset_dir={shapes}', '--model_name=cifarnet']
@@ -45,6 +46,7 @@ HELP_FLAGS = {
     EXPORT: ['--model_name', '--saved_model_dir', '--output_file'],
     CONVERT: ['--dataset_name', '--dataset_dir', '--source_dir', '--tf_log_level'],
     AVERAGE: ['--checkpoint_dir', '--output_dir', '--num_checkpoints'],
+    PREDICT: ['--saved_model_dir', '--image_files', '--dataset_split_name', '--model_name'],
 }
 # A C++ log line of TensorFlow's: 'E0000 00:00:1795346499.095548    6621 util.cc:131] ...'.
 CPP_LOG_LINE = re.compile(r'[IWEF]\d{4} [\d:.]+ +\d+ \S+\.cc:\d+\]')

@@ -31,17 +31,56 @@ def exported(tmp_path_factory):
                 expected=[names[int(c)] for c in np.argmax(expected.numpy(), -1)])
 
 
-@pytest.mark.parametrize('name, signature', [('bytes', 'serving_bytes'),
-                                             ('plain', 'serving_preprocessed')])
-def test_image_files_are_classified_through_the_best_signature(exported, name, signature):
+@pytest.mark.parametrize('name, signature, model', [
+    ('bytes', 'serving_bytes', []),
+    # An older SavedModel: preprocessed here as the named model's family.
+    ('plain', 'serving_preprocessed (preprocessing: cifarnet)', ['--model_name=cifarnet'])])
+def test_image_files_are_classified_through_the_best_signature(exported, name, signature,
+                                                               model):
     result = run_script('scripts/predict_saved_model.py',
-                        f'--saved_model_dir={exported["work"] / name}',
+                        f'--saved_model_dir={exported["work"] / name}', *model,
                         '--image_files=' + ','.join(map(str, exported['paths'])))
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    assert lines[0].startswith(f'Signature: {signature}')
+    assert lines[0] == f'Signature: {signature}'
     for line, path, class_name in zip(lines[1:], exported['paths'], exported['expected']):
         assert line.startswith(f'{path}: {class_name} (class ')
+
+
+def test_folders_patterns_and_files_are_predicted_one_line_each(exported, tmp_path):
+    """A folder (sub-folders included, sorted), a quoted pattern the script expands,
+    and a file, in one comma list; a non-image inside the folder and a pattern matching
+    nothing are warned about and skipped."""
+    images = dict(zip('ab', (path.read_bytes() for path in exported['paths'])))
+    classes = dict(zip('ab', exported['expected']))
+    folder, more = tmp_path / 'new_photos', tmp_path / 'more'
+    made = {}
+    for path, image in [(folder / 'b.png', 'b'), (folder / 'a.png', 'a'),
+                        (folder / 'trip' / 'c.png', 'a'), (folder / '.hidden.png', 'a'),
+                        (more / 'x1.png', 'b'), (more / 'x2.png', 'a'), (more / 'y.png', 'a')]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(images[image])
+        made[str(path)] = classes[image]
+    (folder / 'notes.txt').write_text('not an image\n')
+    made[str(exported['paths'][0])] = classes['a']
+
+    result = run_script('scripts/predict_saved_model.py',
+                        f'--saved_model_dir={exported["work"] / "bytes"}',
+                        f'--image_files={folder},{more}/x*.png,{exported["paths"][0]},'
+                        f'{tmp_path}/none*.jpg')
+
+    assert result.returncode == 0 and 'Traceback' not in result.stderr, result.stderr[-3000:]
+    lines = result.stdout.splitlines()[1:]
+    assert [line.split(': ')[0] for line in lines] == [str(p) for p in (
+        folder / 'a.png', folder / 'b.png', folder / 'trip' / 'c.png', more / 'x1.png',
+        more / 'x2.png', exported['paths'][0])]
+    for line in lines:
+        path, prediction = line.split(': ')
+        assert prediction.startswith(f'{made[path]} (class '), line
+    warnings = [line for line in result.stderr.splitlines() if line.startswith('WARNING: ')]
+    assert warnings == [
+        f'WARNING: skipped {tmp_path}/none*.jpg: the pattern matches no file.',
+        f'WARNING: skipped {folder / "notes.txt"}: not a JPEG, PNG, GIF, BMP or WebP file.']
 
 
 def test_a_damaged_file_is_skipped_and_every_good_one_predicted(exported):
@@ -70,15 +109,15 @@ def test_a_damaged_file_is_skipped_and_every_good_one_predicted(exported):
     warnings = [line for line in result.stderr.splitlines() if line.startswith('WARNING: ')]
     assert [line.split(': ')[1].replace('skipped ', '') for line in warnings] == [
         str(p) for p in damaged]
-    assert 'it is empty' in warnings[1] and 'it does not exist' in warnings[3]
+    assert 'the file is empty' in warnings[1] and 'it does not exist' in warnings[3]
 
 
 def test_no_readable_file_is_one_error_line(exported):
     work = exported['work']
     (work / 'only_text.jpg').write_text('no image here\n')
     result = run_script('scripts/predict_saved_model.py',
-                        f'--saved_model_dir={work / "plain"}',
+                        f'--saved_model_dir={work / "bytes"}',
                         f'--image_files={work / "only_text.jpg"}')
     assert result.returncode == 1 and 'Traceback' not in result.stderr, result.stderr[-3000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith('ERROR: ')]
-    assert len(errors) == 1 and 'None of the 1 --image_files is an image' in errors[0]
+    assert len(errors) == 1 and 'None of the 1 files of --image_files is an image' in errors[0]
