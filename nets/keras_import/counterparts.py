@@ -1,14 +1,15 @@
 """Which Keras application equals which of our nets, and how their weights pair up.
 
 A family module registers one KerasCounterpart per net name (nets/keras_import/catalog.py
-imports the family modules); /work's interface note and docs/training.md describe the
-fields. The engine (nets/keras_import/transfer.py) builds
+imports the family modules; slim_nets.py is the simplest example). The engine
+(nets/keras_import/transfer.py) builds
 
     application(weights=None, include_top=True, classes=1000,
                 classifier_activation=None, input_shape=(size, size, 3),
                 **application_options)
 
-and our net with 1,000 classes, and takes the pairs from `pairs(keras_model, network)`.
+and our net with 1,000 classes, and takes the pairs from `pairs(keras_model, ours)`
+(ours: a transfer.OurNet, the built net and its variables in creation order).
 """
 import dataclasses
 import os
@@ -37,7 +38,7 @@ class KerasCounterpart:
     model_name: str
     application: Callable  # e.g. keras.applications.InceptionV3
     imagenet_url: str  # what Keras downloads for weights='imagenet' (include_top=True)
-    pairs: Callable  # (keras_model, network) -> Iterable[Pair], every Keras weight once
+    pairs: Callable  # (keras_model, ours) -> Iterable[Pair], every Keras weight once
     application_options: Mapping = dataclasses.field(default_factory=dict)
     keras_input_layer: Optional[str] = None  # first layer after Keras's preprocessing
     preprocessing_layers: Tuple[str, ...] = ()  # their weights are not imported
