@@ -13,7 +13,7 @@ and our net with 1,000 classes, and takes the pairs from `pairs(keras_model, our
 """
 import dataclasses
 import os
-from typing import Callable, Dict, Iterable, Mapping, Optional, Tuple
+from typing import Callable, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
