@@ -22,7 +22,7 @@ from cli import configs, export_job, guard  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 
 FLAG_GROUPS = ('Model', 'Dataset', 'Weights', 'Quantization', 'Batch-norm statistics',
-               'Exported model', 'Export formats', 'SavedModel', 'Existing output',
+               'Image size', 'Exported model', 'Export formats', 'SavedModel', 'Existing output',
                'Parity check', 'Logging')
 cli_flags.define(FLAG_GROUPS, usage=__doc__)
 

@@ -20,9 +20,10 @@ import numpy as np
 import tensorflow as tf
 
 from cli import run_record
-from cli.assembly import DataConfig, assemble_data
+from cli.assembly import DataConfig, assemble_data, quantization_of
 from core import checks, paths
 from core.errors import UsageError
+from deployment import model_deploy
 from nets import nets_factory
 from training import batch_norm_statistics, checkpoint_integrity, checkpoints
 
@@ -116,17 +117,21 @@ def recompute_checkpoint(data: DataConfig, checkpoint: str, num_batches: int, *,
     if nets_factory.batch_norm_of(data.model_name) is None:
         raise UsageError(f'{data.model_name} has no batch norm: drop '
                          '--recompute_batch_norm_statistics.')
+    if not checkpoint:
+        raise UsageError('Pass --checkpoint_path, the checkpoint whose batch-norm '
+                         'statistics to recompute.')
     source = checkpoints.resolve_checkpoint(checkpoint, verify=True)
     output_dir = output_dir or os.path.join(os.path.dirname(source), DEFAULT_DIR_NAME)
     _check_output(output_dir, source)
     replicas = strategy.num_replicas_in_sync
     assembly = assemble_data(dataclasses.replace(
-        data, dataset_split_name=TRAIN_SPLIT, batch_size=data.batch_size * replicas),
-        is_training=True)
+        data, batch_size=data.batch_size * replicas), is_training=True)
     with strategy.scope():
         network = _recompute_network(data, assembly.num_classes, quantization)
         network.build(assembly.image_shape)
-        step = checkpoints.restore_network(network, source,
+        # Layers only training builds (auxiliary heads) may be missing from an inference
+        # checkpoint: they run, and only the checkpoint's own tensors are written.
+        step = checkpoints.restore_network(network, source, ignore_missing_vars=True,
                                            use_moving_averages=use_moving_averages)
         result = batch_norm_statistics.recompute(network, assembly.input_fn(None),
                                                  num_batches, strategy)
@@ -145,8 +150,33 @@ def recompute_checkpoint(data: DataConfig, checkpoint: str, num_batches: int, *,
     checkpoint_integrity.write_text(os.path.join(output_dir, RECORD_FILE), json.dumps(dict(
         checkpoint=os.path.basename(prefix), source=source, step=step,
         num_batches=result.num_batches, batch_size=data.batch_size, replicas=replicas,
-        split=TRAIN_SPLIT, layers=result.num_layers), indent=2) + '\n')
+        split=data.dataset_split_name, layers=result.num_layers), indent=2) + '\n')
     logging.info('Recomputed the moving statistics of %d batch norms over %d batches of '
                  '%d (%s split, training preprocessing): %s', result.num_layers,
-                 result.num_batches, data.batch_size * replicas, TRAIN_SPLIT, prefix)
+                 result.num_batches, data.batch_size * replicas, data.dataset_split_name,
+                 prefix)
     return prefix
+
+
+@dataclasses.dataclass(frozen=True)
+class RecomputeJob:
+    """recompute_batch_norm_statistics.py's flags: the data (its split, the training
+    split by default), the checkpoint, and the recomputation."""
+    data: DataConfig
+    checkpoint_path: Optional[str]
+    recompute: RecomputeConfig
+    use_moving_averages: bool = False
+    deployment: Optional[model_deploy.DeploymentConfig] = None
+
+
+def run(job: RecomputeJob) -> str:
+    num_batches = job.recompute.recompute_batch_norm_statistics
+    if not num_batches:
+        raise UsageError('Pass --recompute_batch_norm_statistics=N, the training batches '
+                         'to average the statistics over (e.g. 50).')
+    strategy = model_deploy.create_strategy(job.deployment or model_deploy.from_flags())
+    return recompute_checkpoint(
+        job.data, job.checkpoint_path, num_batches,
+        output_dir=job.recompute.batch_norm_statistics_dir, strategy=strategy,
+        use_moving_averages=job.use_moving_averages,
+        quantization=quantization_of(job.checkpoint_path, quantize=False))

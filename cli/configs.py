@@ -219,6 +219,21 @@ def prediction_from_flags(flag_values: flags.FlagValues = FLAGS) -> PredictionJo
         num_examples=flag_values.num_examples)
 
 
+def recompute_from_flags(flag_values: flags.FlagValues = FLAGS) -> batch_norm_job.RecomputeJob:
+    """recompute_batch_norm_statistics.py's job: the training split and batch size by
+    default; replicas are --num_clones."""
+    _note_slim_session_target(flag_values)
+    data = data_config_from_flags(flag_values, image_size_flag='image_size',
+                                  default_batch_size=TRAIN_BATCH_SIZE,
+                                  default_split=TRAIN_SPLIT)
+    return batch_norm_job.RecomputeJob(
+        data, flag_values.checkpoint_path,
+        _from_flags(batch_norm_job.RecomputeConfig, flag_values),
+        use_moving_averages=flag_values.moving_average_decay is not None,
+        deployment=model_deploy.from_flags(num_clones=flag_values.num_clones,
+                                           clone_on_cpu=flag_values.clone_on_cpu))
+
+
 def averaging_from_flags(flag_values: flags.FlagValues = FLAGS) -> AveragingJob:
     """average_checkpoints.py's job."""
     return _from_flags(AveragingJob, flag_values,

@@ -63,7 +63,8 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
             raise UsageError('--recompute_batch_norm_statistics evaluates one checkpoint; '
                              'drop --eval_interval_secs and --benchmark.')
         checkpoint_path = batch_norm_job.recompute_checkpoint(
-            data, checkpoint_path, recompute.recompute_batch_norm_statistics,
+            dataclasses.replace(data, dataset_split_name=batch_norm_job.TRAIN_SPLIT),
+            checkpoint_path, recompute.recompute_batch_norm_statistics,
             output_dir=recompute.batch_norm_statistics_dir, strategy=strategy,
             use_moving_averages=use_moving_averages,
             quantization=quantization_of(checkpoint_path, quantize))

@@ -27,8 +27,8 @@ from training import learning_rate, optimizers
 SCRIPTS = ('train_image_classifier.py', 'eval_image_classifier.py',
            'export_inference_graph.py', 'download_and_convert_data.py')
 # Scripts TF-Slim did not have; their flags follow the same rules.
-TOOLKIT_SCRIPTS = ('average_checkpoints.py', 'import_keras_weights.py',
-                   'scripts/predict_saved_model.py')
+TOOLKIT_SCRIPTS = ('average_checkpoints.py', 'recompute_batch_norm_statistics.py',
+                   'import_keras_weights.py', 'scripts/predict_saved_model.py')
 # Flags left unset that mean something else per script: resolved in cli.configs.
 DEFAULT_DATASET = 'imagenet'
 
@@ -293,9 +293,12 @@ def _continuous_evaluation(define):
                 'either way.')
 
 
-def _exported_model(define):
+def _image_size(define):
     define.integer('image_size', None, 'Input height and width; default: the network\'s '
                    'default image size.')
+
+
+def _exported_model(define):
     # TF-Slim's --batch_size here; --batch_size means examples per clone elsewhere.
     define.integer('graph_batch_size', None, 'Batch size of the GraphDef\'s and the TFLite '
                    'model\'s input; default: any for graphs, 1 for TFLite. The SavedModel '
@@ -438,6 +441,7 @@ GROUPS = {
     'Evaluation': _evaluation,
     'Batch-norm statistics': _batch_norm_statistics,
     'Continuous evaluation': _continuous_evaluation,
+    'Image size': _image_size,
     'Exported model': _exported_model,
     'Export formats': _export_formats,
     'SavedModel': _saved_model,

@@ -56,6 +56,15 @@ def test_the_warning_comes_for_immature_statistics_only(photos, tmp_path):
                           f'--export_dir={tmp_path / "export"}', f'--image_size={SIZE}',
                           '--export_format=saved_model')
     assert exported.returncode == 0 and WARNING in exported.stderr, exported.stderr[-3000:]
+    # The standalone step: a copy with recomputed statistics, which evaluates unwarned.
+    recomputed = run_script('recompute_batch_norm_statistics.py', *_data(photos),
+                            f'--checkpoint_path={tmp_path / "tour"}', f'--image_size={SIZE}',
+                            '--recompute_batch_norm_statistics=2', '--batch_size=8')
+    assert recomputed.returncode == 0, recomputed.stderr[-3000:]
+    copy = tmp_path / 'tour' / 'batch_norm_statistics'
+    assert (copy / 'model.ckpt-3.index').exists()
+    evaluated, _ = _evaluate(photos, copy, tmp_path / 'copy_eval')
+    assert WARNING not in evaluated.stderr
     converged = _train(photos, tmp_path / 'converged', 6, '--batch_norm_decay=0.3')
     assert WARNING not in converged.stderr
     assert 'batch norm:   decay 0.3, epsilon 0.001 (given)' in converged.stderr
