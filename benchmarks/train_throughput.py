@@ -4,6 +4,8 @@ r"""Training throughput: our train step against Keras training the same architec
   .venv/bin/python benchmarks/train_throughput.py --models=cifarnet --batch_size=128 \
       --dataset_name=shapes --dataset_dir=/tmp/shapes      # real data: input waits too
   .venv/bin/python benchmarks/train_throughput.py --models=resnet_v1_50,mobilenet_v1
+  .venv/bin/python benchmarks/train_throughput.py --models=efficientnet_b0,convnext_tiny \
+      --batch_size=32 --sides=ours,keras --steps_per_round=3 --warmup_steps=2
 
 For each model, three sides train the same architecture on the same batches with the
 same batch size and optimizer (momentum 0.9, lr 0.01, no weight decay on any side):
@@ -16,12 +18,24 @@ same batch size and optimizer (momentum 0.9, lr 0.01, no weight decay on any sid
 cifarnet and lenet are rebuilt layer for layer in Keras, initialised as slim does (the
 step's speed depends on the weights' values: a Keras cifarnet initialised with
 `TruncatedNormal(0.05)`, i.e. mean 0.05, ran 20 % faster, measured); the others use
-`tf.keras.applications`. Inputs: a synthetic batch repeated (tf.data, both sides), or
+`tf.keras.applications` without weights, giving logits (classifier_activation=None):
+inception_v3, vgg_16, resnet_v1_50 and mobilenet_v1 as their applications are, and
+efficientnet_b0, efficientnet_v2_s and convnext_tiny (EfficientNetB0, EfficientNetV2S,
+ConvNeXtTiny) as import_keras_weights.py builds them (nets/keras_import), i.e. without
+the application's own preprocessing: include_preprocessing=False for V2 and ConvNeXt,
+and EfficientNetB0's Rescaling and Normalization layers, which that constructor cannot
+leave out, cut off (the model starts at 'stem_conv_pad'), as our nets take an already
+normalised image. Dropout and drop-connect are each side's default (EfficientNet 0.2
+and 0.2 on both; ConvNeXt none). --image_size sets the size of both sides (default:
+our net's). Inputs: a synthetic batch repeated (tf.data, both sides), or
 with --dataset_dir the training input pipeline of train_image_classifier.py (every side
 reads its own copy of it). The sides alternate for --rounds rounds (the machine is
 shared and noisy); printed are the median img/s of each, the ratios to ours, and with
 real data the fraction of our step time spent waiting for input (1 - real / synthetic
-speed), and each side's forward GFLOP per image. The glibc allocator tuning of cli.startup applies to every side (printed);
+speed), each side's forward GFLOP per image and trainable parameters, and each side's
+fraction of the matmul peak (3 x forward FLOPs x img/s against a 4096x4096 matmul in the
+compute dtype, timed in this process after each round, as --benchmark's). The glibc
+allocator tuning of cli.startup applies to every side (printed);
 SLIM_MALLOC_TUNING=default turns it off for all of them.
 """
 import os
@@ -40,7 +54,8 @@ import tensorflow as tf  # noqa: E402
 from cli import assembly  # noqa: E402
 from deployment import model_deploy  # noqa: E402
 from nets import flops, nets_factory, precision  # noqa: E402
-from training import optimizers, train_loop  # noqa: E402
+from nets.keras_import import catalog, transfer  # noqa: E402
+from training import benchmark, optimizers, train_loop  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('models', ['cifarnet', 'lenet'],
@@ -51,6 +66,8 @@ flags.DEFINE_integer('rounds', 5, 'Interleaved rounds per model.')
 flags.DEFINE_integer('steps_per_round', 30, 'Timed steps per round and side.')
 flags.DEFINE_integer('warmup_steps', 5, 'Untimed steps per side before the rounds.')
 flags.DEFINE_integer('batch_size', None, 'Override every model\'s batch size.')
+flags.DEFINE_integer('image_size', None, 'Synthetic images of this size on every side; '
+                     'default: our net\'s default size.')
 flags.DEFINE_integer('steps_per_loop', None, 'Our steps per tf.function call; default: '
                      'as train_image_classifier.py.')
 flags.DEFINE_enum('precision', 'float32', list(precision.PRECISIONS),
@@ -99,11 +116,22 @@ def _keras_lenet(num_classes, input_shape):
 
 def _application(name):
     def build(num_classes, input_shape):
-        # Applications end in a softmax; their logits are not exposed, so the Keras
-        # side's loss reads probabilities (a negligible difference in work).
         return getattr(tf.keras.applications, name)(
             weights=None, input_shape=input_shape, classes=num_classes,
             classifier_activation=None)
+    return build
+
+
+def _imported(model_name):
+    """The Keras application import_keras_weights.py pairs with `model_name`, without its
+    own preprocessing layers, as the import's logits check runs it."""
+    def build(num_classes, input_shape):
+        counterpart = catalog.get(model_name)
+        keras_model = counterpart.application(
+            weights=None, include_top=True, classes=num_classes,
+            classifier_activation=None, input_shape=input_shape,
+            **counterpart.application_options)
+        return transfer.keras_logits_model(counterpart, keras_model)
     return build
 
 
@@ -115,6 +143,9 @@ KERAS_COUNTERPARTS = {
     'vgg_16': (_application('VGG16'), 32, 1000),
     'resnet_v1_50': (_application('ResNet50'), 32, 1000),
     'mobilenet_v1': (_application('MobileNet'), 64, 1000),
+    'efficientnet_b0': (_imported('efficientnet_b0'), 32, 1000),
+    'efficientnet_v2_s': (_imported('efficientnet_v2_s'), 16, 1000),
+    'convnext_tiny': (_imported('convnext_tiny'), 32, 1000),
 }
 LEARNING_RATE, MOMENTUM = 0.01, 0.9
 
@@ -200,17 +231,29 @@ def _images_per_second(run, num_steps, batch_size):
 
 
 def _measure(sides, batch_size):
-    """{side: [img/s per round]}, {side: [img per CPU-second per round]}."""
+    """{side: [img/s per round]}, {side: [img per CPU-second per round]}, [the matmul
+    peak in GFLOP/s timed after each round]."""
     for run in sides.values():
         run(FLAGS.warmup_steps)
+    peak = benchmark.MatmulPeak(precision.compute_dtype(FLAGS.precision))
     rates = {name: [] for name in sides}
     cpu_rates = {name: [] for name in sides}
+    peaks = []
     for _ in range(FLAGS.rounds):
         for name, run in sides.items():
             rate, cpu_rate = _images_per_second(run, FLAGS.steps_per_round, batch_size)
             rates[name].append(rate)
             cpu_rates[name].append(cpu_rate)
-    return rates, cpu_rates
+        peaks.append(peak.gflops())
+    return rates, cpu_rates, peaks
+
+
+def _of_peak(rates, gflops, peaks):
+    """'median [min, max]' over rounds of a side's 3 x forward FLOPs x img/s (forward
+    and backward) against the matmul peak timed after the same round."""
+    fractions = [3 * gflops * rate / round_peak for rate, round_peak in zip(rates, peaks)]
+    return (f'{statistics.median(fractions):.2f} [{min(fractions):.2f}, '
+            f'{max(fractions):.2f}]')
 
 
 def _paired_ratio(rates, name, other):
@@ -220,14 +263,17 @@ def _paired_ratio(rates, name, other):
     return f'{statistics.median(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}]'
 
 
-def _forward_gflops(model_name, image_shape, num_classes):
-    """Forward GFLOP per image of ours and of the Keras counterpart (nets.flops:
-    convolutions and matrix products of the traced graph, 2 per multiply-add)."""
+def _model_sizes(model_name, image_shape, num_classes):
+    """(forward GFLOP per image, trainable parameters) of ours and of the Keras
+    counterpart. FLOPs: nets.flops, convolutions and matrix products of the traced graph,
+    2 per multiply-add."""
     network = nets_factory.get_network_fn(model_name, num_classes)
     network.build(image_shape)
     model = KERAS_COUNTERPARTS[model_name][0](num_classes, image_shape)
-    return (flops.network_forward_flops(network, image_shape) / 1e9,
-            flops.forward_flops(lambda x: model(x, training=False), image_shape) / 1e9)
+    count = lambda variables: sum(int(np.prod(v.shape)) for v in variables)  # noqa: E731
+    return ((flops.network_forward_flops(network, image_shape) / 1e9,
+             flops.forward_flops(lambda x: model(x, training=False), image_shape) / 1e9),
+            (count(network.trainable_variables), count(model.trainable_weights)))
 
 
 def _sides(model_name, input_fn, image_shape, num_classes, batch_size, train_dir,
@@ -260,11 +306,11 @@ def main(argv):
             waiting = None
             if FLAGS.dataset_dir:
                 input_fn, image_shape, num_classes = _real_input_fn(model_name, batch_size)
-                rates, cpu_rates = _measure(_sides(model_name, input_fn, image_shape,
-                                                   num_classes, batch_size, train_dir),
-                                            batch_size)
+                rates, cpu_rates, peaks = _measure(
+                    _sides(model_name, input_fn, image_shape, num_classes, batch_size,
+                           train_dir), batch_size)
                 if 'ours' in rates:  # our step on a synthetic batch of the same shape
-                    synthetic, _ = _measure(_sides(
+                    synthetic, _, _ = _measure(_sides(
                         model_name, _synthetic_input_fn(batch_size, image_shape,
                                                         num_classes),
                         image_shape, num_classes, batch_size, train_dir + '/synthetic',
@@ -272,13 +318,15 @@ def main(argv):
                     waiting = max(0.0, 1 - statistics.median(rates['ours'])
                                   / statistics.median(synthetic['ours']))
             else:
-                size = nets_factory.get_spec(model_name).default_image_size
+                size = (FLAGS.image_size
+                        or nets_factory.get_spec(model_name).default_image_size)
                 image_shape = (size, size, 3)
-                rates, cpu_rates = _measure(_sides(
+                rates, cpu_rates, peaks = _measure(_sides(
                     model_name, _synthetic_input_fn(batch_size, image_shape, num_classes),
                     image_shape, num_classes, batch_size, train_dir), batch_size)
-        gflops = _forward_gflops(model_name, image_shape, num_classes)
-        rows.append((model_name, batch_size, rates, cpu_rates, waiting, gflops))
+        gflops, parameters = _model_sizes(model_name, image_shape, num_classes)
+        rows.append((model_name, batch_size, image_shape, rates, cpu_rates, waiting,
+                     gflops, parameters, peaks))
         print(f'{model_name}: ' + '; '.join(
             f'{name} {[round(r, 1) for r in values]}' for name, values in rates.items())
             + ' img/s', flush=True)
@@ -286,19 +334,30 @@ def main(argv):
     others = [n for n in names if n != 'ours'] if 'ours' in names else []
     print('\nimg/s: median over rounds; ours / X: per-round ratios, median [min, max], '
           'by wall clock and per CPU-second of this process; forward GFLOP per image of '
-          'ours and of the Keras model.')
-    print('\n| model | batch | ' + ' | '.join(f'{n} img/s' for n in names) + ' | '
+          'ours and of the Keras model, and their trainable parameters; of peak: 3 x '
+          'forward FLOPs x img/s against the matmul peak timed after each round (median '
+          '[min, max], GFLOP/s).')
+    print('\n| model | batch | size | ' + ' | '.join(f'{n} img/s' for n in names) + ' | '
           + ' | '.join(f'ours / {n} | ours / {n} per CPU-s' for n in others)
-          + ' | GFLOP/img ours, Keras' + (' | input wait |' if FLAGS.dataset_dir else ' |'))
-    print('|---' * (3 + len(names) + 2 * len(others) + bool(FLAGS.dataset_dir)) + '|')
-    for model_name, batch_size, rates, cpu_rates, waiting, gflops in rows:
+          + ' | GFLOP/img ours, Keras | parameters ours, Keras | '
+          + ' | '.join(f'{n} of peak' for n in names) + ' | matmul peak'
+          + (' | input wait |' if FLAGS.dataset_dir else ' |'))
+    print('|---' * (6 + 2 * len(names) + 2 * len(others) + bool(FLAGS.dataset_dir)) + '|')
+    for (model_name, batch_size, image_shape, rates, cpu_rates, waiting, gflops,
+         parameters, peaks) in rows:
         cells = [f'{statistics.median(rates[n]):.1f}' for n in names]
         cells += [f'{_paired_ratio(rates, "ours", n)} | {_paired_ratio(cpu_rates, "ours", n)}'
                   for n in others]
         cells.append(f'{gflops[0]:.4g}, {gflops[1]:.4g}')
+        cells.append(f'{parameters[0]:,}, {parameters[1]:,}')
+        cells += [_of_peak(rates[n], gflops[0 if n.startswith('ours') else 1], peaks)
+                  for n in names]
+        cells.append(f'{statistics.median(peaks):.0f} [{min(peaks):.0f}, '
+                     f'{max(peaks):.0f}]')
         if FLAGS.dataset_dir:
             cells.append('n/a' if waiting is None else f'{waiting:.0%}')
-        print(f'| {model_name} | {batch_size} | ' + ' | '.join(cells) + ' |')
+        print(f'| {model_name} | {batch_size} | {image_shape[0]} | ' + ' | '.join(cells)
+              + ' |')
 
 
 if __name__ == '__main__':
