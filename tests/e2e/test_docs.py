@@ -249,7 +249,14 @@ def _summary():
             f'{sum(not b.skip and not b.slow for b in blocks)} fast, '
             f'{sum(b.slow and not b.skip for b in blocks)} slow (make test-slow), '
             f'{len([b for b in blocks if b.skip])} skipped: '
-            + '; '.join(f'{n} x {r}' for r, n in reasons.most_common()))
+            + '; '.join(f'{n} x {r}' for r, n in reasons.most_common())
+            + f'. Outcome checks (eval/Accuracy at the documented steps, slow run): '
+            f'{", ".join(_outcome_checks(blocks)) or "none"}; every other block checks its '
+            f'exit code only.')
+
+
+def _outcome_checks(blocks):
+    return [f'{b.where} >= {b.accuracy}' for b in blocks if b.accuracy is not None]
 
 
 def _report(request):
