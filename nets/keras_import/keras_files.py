@@ -3,7 +3,7 @@
 Keras writes two formats: the legacy HDF5 of Keras 2 (`.h5`, what keras.applications
 downloads: layers in model order, each with its weight names) and Keras 3's
 `.weights.h5` (layers under 'layers/<class name>[_<n>]/vars/<i>', numbered by class in
-model order). A file of another architecture ends in one line naming the first tensor
+model order; a nested Sequential's under '<its path>/layers/...'). A file of another architecture ends in one line naming the first tensor
 whose shape differs (or the first layer one side lacks); Keras's own error lists every
 object it could not load.
 """
@@ -32,15 +32,25 @@ def _model_layers(keras_model) -> Iterator:
 
 def _keras3_entries(keras_model, file) -> Iterator[Tuple[str, tuple, Optional[tuple]]]:
     """(file path, model's shape, file's shape or None) of every model weight."""
+    yield from _keras3_container(keras_model.layers, 'layers', file)
+
+
+def _keras3_container(container_layers, where: str, file):
+    """Keras 3 numbers a container's layers by class name, every layer counted, weighted
+    or not; a nested Sequential or Functional (ConvNeXt's stem) holds its own numbered
+    list under '<its path>/layers'."""
     counts = collections.Counter()
-    for layer in keras_model.layers:  # numbered over every layer, weighted or not
+    for layer in container_layers:
         base = _snake_case(type(layer).__name__)
-        key = base if counts[base] == 0 else f'{base}_{counts[base]}'
+        path = f'{where}/{base if counts[base] == 0 else f"{base}_{counts[base]}"}'
         counts[base] += 1
+        nested = getattr(layer, 'layers', None)
+        if nested:
+            yield from _keras3_container(nested, f'{path}/layers', file)
+            continue
         for index, weight in enumerate(layer.weights):
-            path = f'layers/{key}/vars/{index}'
-            stored = file.get(path)
-            yield (f'{path} ({weight.path})', tuple(weight.shape),
+            stored = file.get(f'{path}/vars/{index}')
+            yield (f'{path}/vars/{index} ({weight.path})', tuple(weight.shape),
                    tuple(stored.shape) if isinstance(stored, h5py.Dataset) else None)
 
 
