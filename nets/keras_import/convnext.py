@@ -71,6 +71,7 @@ def _register(model_name, application):
         application=application,
         imagenet_url=f'{_URL}{model_name}.h5',
         pairs=pairs,
+        classifier_scope=f'{model_name}/head/logits',
         application_options={'include_preprocessing': False},
     ))
 

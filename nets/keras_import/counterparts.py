@@ -39,9 +39,14 @@ class KerasCounterpart:
     application: Callable  # e.g. keras.applications.InceptionV3
     imagenet_url: str  # what Keras downloads for weights='imagenet' (include_top=True)
     pairs: Callable  # (keras_model, ours) -> Iterable[Pair], every Keras weight once
+    # Our classifier's scope, e.g. 'InceptionV3/Logits': what a fine-tune on other
+    # classes leaves out (--checkpoint_exclude_scopes), and nothing else.
+    classifier_scope: str
     application_options: Mapping = dataclasses.field(default_factory=dict)
-    keras_input_layer: Optional[str] = None  # first layer after Keras's preprocessing
-    preprocessing_layers: Tuple[str, ...] = ()  # their weights are not imported
+    # The first layer after Keras's own preprocessing (Rescaling / Normalization layers
+    # before the first weighted one, found by transfer.preprocessing_layers; their
+    # weights are not imported).
+    keras_input_layer: Optional[str] = None
     unfilled_scopes: Tuple[str, ...] = ()  # our variables Keras has none for
     network_options: Mapping = dataclasses.field(default_factory=dict)
     keras_input_bgr: bool = False  # Keras feeds BGR (caffe): our first kernel is flipped
@@ -61,6 +66,11 @@ class KerasCounterpart:
 
     def is_unfilled(self, name: str) -> bool:
         return any(name.startswith(scope) for scope in self.unfilled_scopes)
+
+    def fine_tune_exclude_scopes(self) -> Tuple[str, ...]:
+        """What a fine-tune on other classes leaves out: the classifier and the layers
+        Keras has no weights for (e.g. an aux head, which also predicts 1,000 classes)."""
+        return (self.classifier_scope, *(s.rstrip('/') for s in self.unfilled_scopes))
 
 
 _COUNTERPARTS: Dict[str, KerasCounterpart] = {}

@@ -9,7 +9,8 @@ module of ours that plays its part, so no variable name is matched.
 
 Keras's B0-B7 carry their preprocessing as layers (Rescaling 1/255, then a Normalization
 whose statistics are ImageNet's mean and variance): the model is sliced from
-'stem_conv_pad' on, our 'efficientnet' preprocessing does that part.
+'stem_conv_pad' on (the engine finds those layers by type, their names vary), our
+'efficientnet' preprocessing does that part.
 """
 import re
 
@@ -78,8 +79,8 @@ def _register(model_name, application, keras_name):
         application=application,
         imagenet_url=f'https://storage.googleapis.com/keras-applications/{keras_name}.h5',
         pairs=pairs,
+        classifier_scope=f'{model_name.replace("_", "-")}/head/dense',  # 'efficientnet-b0'
         keras_input_layer='stem_conv_pad',
-        preprocessing_layers=('rescaling', 'normalization'),
     ))
 
 

@@ -22,6 +22,8 @@ def _register(model_name, application, keras_name):
         application=application,
         imagenet_url=f'{_URL}{keras_name}.h5',
         pairs=functools.partial(efficientnet.pairs, depthwise_name='dwconv2'),
+        # the release's scope: 'efficientnetv2-b0', 'efficientnetv2-s', ...
+        classifier_scope=f'efficientnetv2-{model_name.rsplit("_", 1)[1]}/head/dense',
         application_options={'include_preprocessing': False},
     ))
 

@@ -57,10 +57,12 @@ def _register(model_name, application, url, pairs=None, **fields):
 
 _register('inception_v3', keras.applications.InceptionV3,
           _KERAS_WEIGHTS + 'inception_v3/inception_v3_weights_tf_dim_ordering_tf_kernels.h5',
+          classifier_scope='InceptionV3/Logits',
           unfilled_scopes=('InceptionV3/AuxLogits/',), min_image_size=75)
 _register('inception_resnet_v2', keras.applications.InceptionResNetV2,
           _KERAS_WEIGHTS + 'inception_resnet_v2/'
           'inception_resnet_v2_weights_tf_dim_ordering_tf_kernels.h5',
+          classifier_scope='InceptionResnetV2/Logits',
           unfilled_scopes=('InceptionResnetV2/AuxLogits/',),
           min_image_size=139)  # slim's aux head needs a 5x5 map at Mixed_6a
 
@@ -69,13 +71,15 @@ for _name, _alpha, _text in [('mobilenet_v1', 1.0, '1_0'), ('mobilenet_v1_075', 
                              ('mobilenet_v1_025', 0.25, '2_5')]:
     _register(_name, keras.applications.MobileNet,
               _KERAS_WEIGHTS + f'mobilenet/mobilenet_{_text}_224_tf.h5',
+              classifier_scope='MobilenetV1/Logits',
               application_options={'alpha': _alpha})
 
 for _name, _alpha in [('mobilenet_v2', 1.0), ('mobilenet_v2_140', 1.4),
                       ('mobilenet_v2_035', 0.35)]:
     _register(_name, keras.applications.MobileNetV2,
               _KERAS_WEIGHTS + 'mobilenet_v2/mobilenet_v2_weights_tf_dim_ordering_tf_kernels'
-              f'_{_alpha}_224.h5', application_options={'alpha': _alpha})
+              f'_{_alpha}_224.h5', classifier_scope='MobilenetV2/Logits',
+              application_options={'alpha': _alpha})
 
 for _name, _application, _variant in [
         ('mobilenet_v3_large', keras.applications.MobileNetV3Large, 'large'),
@@ -86,7 +90,7 @@ for _name, _application, _variant in [
          'small_minimalistic')]:
     _register(_name, _application,
               _KERAS_WEIGHTS + f'mobilenet_v3/weights_mobilenet_v3_{_variant}_224_1.0_float.h5',
-              pairs=_mobilenet_v3_pairs,
+              pairs=_mobilenet_v3_pairs, classifier_scope='MobilenetV3/Logits',
               # Keras's own Rescaling to [-1, 1] off: our net takes preprocessed images.
               application_options={'include_preprocessing': False,
                                    'minimalistic': _variant.endswith('minimalistic')})
@@ -96,4 +100,5 @@ for _name, _application, _file in [
         ('vgg_19', keras.applications.VGG19, 'vgg19/vgg19_weights_tf_dim_ordering_tf_kernels.h5')]:
     # slim's fc6 is a 7x7 convolution over pool5: 224 pixels only.
     _register(_name, _application, _KERAS_WEIGHTS + _file, pairs=_vgg_pairs,
+              classifier_scope=f'{_name}/fc8',
               keras_input_bgr=True, min_image_size=224)

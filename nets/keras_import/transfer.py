@@ -72,8 +72,8 @@ class Transfer:
         lines = [f'Restore report: {len(self.pairs)} of {self.num_keras_weights} Keras '
                  f'tensors copied, each exactly once ({reshaped} transformed to our '
                  f'layout), none left over'
-                 + (f'; {len(self.preprocessing)} of Keras\'s preprocessing layers not '
-                    f'imported (the net takes preprocessed images)' if self.preprocessing
+                 + (f'; {len(self.preprocessing)} tensors of Keras\'s preprocessing layers '
+                    f'not imported (the net takes preprocessed images)' if self.preprocessing
                     else '')
                  + f'. {len(self.unfilled)} of our variables not filled'
                  + (' (they keep their initial values):' if self.unfilled else '.')]
@@ -81,9 +81,37 @@ class Transfer:
         return '\n'.join(lines)
 
 
-def _preprocessing_weights(counterpart: KerasCounterpart, keras_model) -> list:
-    return [w for name in counterpart.preprocessing_layers
-            for w in keras_model.get_layer(name).weights]
+def preprocessing_layers(keras_model) -> list:
+    """Keras's own preprocessing: the Rescaling and Normalization layers before the
+    first layer with weights of another kind (found by type and place, never by name:
+    Keras numbers unnamed layers per process, 'rescaling_1' in a second model)."""
+    import keras  # pylint: disable=import-outside-toplevel
+    kinds = (keras.layers.Rescaling, keras.layers.Normalization)
+    found = []
+    for layer in keras_model.layers:
+        if isinstance(layer, kinds):
+            found.append(layer)
+        elif layer.weights:
+            break
+    return found
+
+
+def _preprocessing_weights(keras_model) -> list:
+    return [w for layer in preprocessing_layers(keras_model) for w in layer.weights]
+
+
+def _classifier_problems(counterpart: KerasCounterpart, pairs: List[Pair]) -> List[str]:
+    """The declared classifier scope must hold exactly the filled variables whose last
+    dimension is the 1,000 classes (a wider scope would drop more on fine-tuning)."""
+    scope = counterpart.classifier_scope.rstrip('/') + '/'
+    declared = sorted(slim_name(p.our_variable) for p in pairs
+                      if slim_name(p.our_variable).startswith(scope))
+    by_shape = sorted(slim_name(p.our_variable) for p in pairs
+                      if tuple(p.our_variable.shape)[-1:] == (KERAS_CLASSES,))
+    if declared and declared == by_shape:
+        return []
+    return [f'classifier_scope {counterpart.classifier_scope!r} holds {declared[:4]}, the '
+            f'classifier is {by_shape[:4]}']
 
 
 def pair(counterpart: KerasCounterpart, keras_model, ours: OurNet) -> Transfer:
@@ -92,7 +120,7 @@ def pair(counterpart: KerasCounterpart, keras_model, ours: OurNet) -> Transfer:
     variable of ours left over under the counterpart's unfilled scopes. A failed check
     is a bug of the mapping (ValueError naming it)."""
     pairs = list(counterpart.pairs(keras_model, ours))
-    preprocessing = _preprocessing_weights(counterpart, keras_model)
+    preprocessing = _preprocessing_weights(keras_model)
     skipped = {id(w) for w in preprocessing}
     expected = [w for w in keras_model.weights if id(w) not in skipped]
     used_keras = [id(p.keras_variable) for p in pairs]
@@ -113,6 +141,7 @@ def pair(counterpart: KerasCounterpart, keras_model, ours: OurNet) -> Transfer:
     stray = [name for name in unfilled if not counterpart.is_unfilled(name)]
     if stray:
         problems.append(f'our variables not filled: {stray[:3]}')
+    problems += _classifier_problems(counterpart, pairs)
     if problems:
         raise ValueError(f'The Keras mapping of {counterpart.model_name} is wrong: '
                          + '; '.join(problems))
@@ -169,6 +198,27 @@ def logits_agreement(counterpart: KerasCounterpart, keras_model, network: Networ
         raise ValueError(f'Logits of shape {ours.shape} against Keras\'s {theirs.shape}.')
     return LogitsAgreement(float(np.max(np.abs(ours - theirs))),
                            float(np.max(np.abs(theirs))), tolerance)
+
+
+# Relative change of each input value: a few float32 units of the last place (2^-23).
+_ROUNDING_STEP = 4 * 2.0 ** -23
+
+
+def rounding_sensitivity(counterpart: KerasCounterpart, keras_model, image_size: int,
+                         seed: int = 0) -> float:
+    """How far the Keras model's own logits move, relative to the largest, when each
+    input value moves by float32 rounding (a few units of the last place): a measure of
+    how much rounding inside the net can change them. A healthy net gives ~1e-7; weights
+    whose statistics do not normalise (random ones) give up to 1."""
+    images = seeded_images(image_size, seed)
+    if counterpart.keras_input_bgr:
+        images = images[..., ::-1].copy()
+    signs = np.random.default_rng(seed + 1).choice([-1.0, 1.0], images.shape)
+    nudged = (images * (1 + _ROUNDING_STEP * signs)).astype(np.float32)
+    model = keras_logits_model(counterpart, keras_model)
+    before = np.asarray(model(images, training=False))
+    after = np.asarray(model(nudged, training=False))
+    return float(np.max(np.abs(after - before)) / max(np.max(np.abs(before)), 1e-30))
 
 
 def keras_home() -> str:

@@ -72,3 +72,62 @@ def test_both_formats_load_and_the_output_is_refused_unless_overwrite(tmp_path, 
 def test_a_file_of_the_same_architecture_has_no_misfit(keras_file):
     model = catalog.get('mobilenet_v1_025').build_keras(32)
     assert keras_files.first_mismatch(model, str(keras_file / 'mobilenet_025.h5')) is None
+
+
+def _with_pairs(monkeypatch, pairs):
+    """The job's counterpart of mobilenet_v1_025 with other pairs."""
+    import dataclasses
+    counterpart = catalog.get('mobilenet_v1_025')
+    changed = dataclasses.replace(counterpart, pairs=pairs(counterpart.pairs))
+    monkeypatch.setattr(import_weights_job.catalog, 'get', lambda name: changed)
+
+
+def test_a_wrong_mapping_is_called_a_bug_with_the_measured_figures(tmp_path, keras_file,
+                                                                   monkeypatch):
+    from nets.keras_import.counterparts import Pair
+
+    def negated_first(pairs):
+        def changed(keras_model, ours):
+            first, *rest = pairs(keras_model, ours)
+            return [Pair(first.keras_variable, first.our_variable, lambda w: -w), *rest]
+        return changed
+    _with_pairs(monkeypatch, negated_first)
+    with pytest.raises(UsageError, match=r'does not reproduce Keras\'s logits .*of the '
+                       r'largest logit.*Keras\'s own logits move by [0-9.e-]+ of the largest '
+                       r'when its input moves by float32 rounding, far less than the '
+                       r'difference: a bug of its Keras mapping'):
+        _run(tmp_path, weights=keras_file / 'mobilenet_025.weights.h5')
+    assert not (tmp_path / 'out').exists()
+
+
+def test_a_difference_of_rounding_is_called_so(tmp_path, monkeypatch):
+    """efficientnet_v2_b0 with wholly random batch-norm statistics at 64: its logits
+    move by ~1e-2 under rounding of the input, and ours differ from Keras's by as much
+    (measured 7e-3): the job says rounding, not the mapping."""
+    model = keras_import_testing.randomize_keras_weights(
+        catalog.get('efficientnet_v2_b0').build_keras(64))
+    model.save_weights(str(tmp_path / 'random.weights.h5'))
+    with pytest.raises(UsageError, match=r'moves by float32 rounding: the difference is of '
+                       r'the size float32 rounding reaches .* not a sign of a wrong mapping'):
+        import_weights_job.run(import_weights_job.ImportJob(
+            'efficientnet_v2_b0', str(tmp_path / 'random.weights.h5'),
+            str(tmp_path / 'out'), check_image_size=64, seed=1))
+
+
+def test_the_fine_tune_hint_names_the_classifier_only(tmp_path, keras_file, capsys):
+    _run(tmp_path, weights=keras_file / 'mobilenet_025.weights.h5')
+    assert '--checkpoint_exclude_scopes=MobilenetV1/Logits.' in capsys.readouterr().out
+    assert catalog.get('inception_v3').fine_tune_exclude_scopes() == (
+        'InceptionV3/Logits', 'InceptionV3/AuxLogits')
+
+
+def test_a_classifier_scope_wider_than_the_classifier_is_a_mapping_bug():
+    import dataclasses
+
+    from nets.keras_import import transfer
+    counterpart = dataclasses.replace(catalog.get('mobilenet_v1_025'),
+                                      classifier_scope='MobilenetV1')
+    keras_model = counterpart.build_keras(32)
+    with pytest.raises(ValueError, match=r"classifier_scope 'MobilenetV1' holds .*, the "
+                       r"classifier is \['MobilenetV1/Logits/Conv2d_1c_1x1/biases'"):
+        transfer.pair(counterpart, keras_model, transfer.build_ours(counterpart, 32))
