@@ -24,24 +24,10 @@ from preprocessing import inception_preprocessing
 from preprocessing import random_draws
 from preprocessing import registry
 
-MEAN_RGB = (0.485 * 255, 0.456 * 255, 0.406 * 255)
-STDDEV_RGB = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 CROP_FRACTION = 0.875
 AREA_RANGE = (0.08, 1.0)
 ASPECT_RATIO_RANGE = (3 / 4, 4 / 3)
 CROP_ATTEMPTS = 10
-
-
-def _pixels(image):
-    """RGB float32 in [0, 255] from uint8 (or encoded bytes, decoded whole)."""
-    image = tf.convert_to_tensor(image)
-    if image.dtype == tf.string:
-        image = tf.io.decode_image(image, channels=3, expand_animations=False)
-        image.set_shape([None, None, 3])
-    image = image_ops.to_rgb(image)
-    if image.dtype.is_floating:  # tf.image's floats in [0, 1]
-        return tf.cast(image, tf.float32) * 255.0
-    return tf.cast(image, tf.float32)
 
 
 def resize_bicubic(image, height, width):
@@ -74,14 +60,14 @@ def central_crop(image, height, width):
 
 
 def normalise(image):
-    return (image - tf.constant(MEAN_RGB)) / tf.constant(STDDEV_RGB)
+    return image_ops.imagenet_normalized(image)
 
 
 def preprocess_for_train(image, height, width, use_grayscale=False, seed=None,
                          augment=None):
     """Random resized crop, bicubic resize, flip; normalised float32."""
     crop_seed, flip_seed = random_draws.split(seed, 2)
-    image = _pixels(image)
+    image = image_ops.rgb_pixels(image)
     whole = tf.constant([0.0, 0.0, 1.0, 1.0], shape=[1, 1, 4])
     image = inception_preprocessing.distorted_bounding_box_crop(
         image, whole, crop_seed, min_object_covered=0.0,
@@ -98,7 +84,7 @@ def preprocess_for_train(image, height, width, use_grayscale=False, seed=None,
 def preprocess_for_eval(image, height, width, crop_fraction=CROP_FRACTION,
                         use_grayscale=False):
     """Shorter side to size / crop_fraction, bicubic; central crop; normalised."""
-    image = _pixels(image)
+    image = image_ops.rgb_pixels(image)
     shorter_side = int(min(height, width) / crop_fraction)
     image = central_crop(shorter_side_resize(image, shorter_side), height, width)
     return _finish(image, height, width, use_grayscale)

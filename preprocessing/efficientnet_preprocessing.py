@@ -22,21 +22,7 @@ from preprocessing import inception_preprocessing
 from preprocessing import random_draws
 from preprocessing import registry
 
-MEAN_RGB = (0.485 * 255, 0.456 * 255, 0.406 * 255)
-STDDEV_RGB = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 CROP_PADDING = 32
-
-
-def pixels(image):
-    """RGB float32 in [0, 255] from uint8 (or encoded bytes, decoded whole)."""
-    image = tf.convert_to_tensor(image)
-    if image.dtype == tf.string:
-        image = tf.io.decode_image(image, channels=3, expand_animations=False)
-        image.set_shape([None, None, 3])
-    image = image_ops.to_rgb(image)
-    if image.dtype.is_floating:  # tf.image's floats in [0, 1]
-        return tf.cast(image, tf.float32) * 255.0
-    return tf.cast(image, tf.float32)
 
 
 def central_square(image, size, centre_rounding_up):
@@ -66,13 +52,13 @@ def flip_and_augment(image, flip_seed, augment):
 
 
 def normalise(image):
-    return (image - tf.constant(MEAN_RGB)) / tf.constant(STDDEV_RGB)
+    return image_ops.imagenet_normalized(image)
 
 
 def preprocess_image(image, height, width, is_training=False, use_grayscale=False,
                      seed=None, augment=None):
     """The 'efficientnet' family: float32 [height, width, C], ImageNet-normalised."""
-    image = pixels(image)
+    image = image_ops.rgb_pixels(image)
     size = min(height, width)
     if not is_training:
         image = image_ops.resize_bicubic_tf1(central_square(image, size, True),

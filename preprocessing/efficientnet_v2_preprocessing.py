@@ -13,6 +13,7 @@
 import tensorflow as tf
 
 from preprocessing import efficientnet_preprocessing
+from preprocessing import image_ops
 from preprocessing import inception_preprocessing
 from preprocessing import random_draws
 from preprocessing import registry
@@ -27,7 +28,7 @@ def normalise(image):
 def preprocess_image(image, height, width, is_training=False, use_grayscale=False,
                      seed=None, augment=None):
     """float32 [height, width, C] in about [-1, 1]."""
-    image = efficientnet_preprocessing.pixels(image)
+    image = image_ops.rgb_pixels(image)
     if not is_training:
         size = min(height, width)
         if size < CROP_BELOW:

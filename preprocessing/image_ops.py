@@ -101,3 +101,25 @@ def adjust_saturation(image, factor):
     ratio = tf.where((value > 0) & (spread > 0), ratio, 0.0)
     value = value[..., tf.newaxis]
     return value - (value - image) * ratio[..., tf.newaxis]
+
+
+# ImageNet's channel mean and standard deviation on [0, 255], as the EfficientNet and
+# ConvNeXt releases normalise.
+IMAGENET_MEAN_RGB = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+IMAGENET_STDDEV_RGB = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+
+
+def imagenet_normalized(image):
+    return (image - tf.constant(IMAGENET_MEAN_RGB)) / tf.constant(IMAGENET_STDDEV_RGB)
+
+
+def rgb_pixels(image):
+    """RGB float32 in [0, 255] from uint8 (or encoded bytes, decoded whole)."""
+    image = tf.convert_to_tensor(image)
+    if image.dtype == tf.string:
+        image = tf.io.decode_image(image, channels=3, expand_animations=False)
+        image.set_shape([None, None, 3])
+    image = to_rgb(image)
+    if image.dtype.is_floating:  # tf.image's floats in [0, 1]
+        return tf.cast(image, tf.float32) * 255.0
+    return tf.cast(image, tf.float32)
