@@ -48,7 +48,7 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
           benchmark: Optional[benchmark_lib.BenchmarkConfig] = None):
     """Trains data.model_name on data; returns the Trainer. With quantize_delay (a
     step; negative, as slim's -1, or None: off), quantization-aware from that step;
-    drop_path_rate above 0: with stochastic depth (the net's option, unset at 0).
+    drop_path_rate: the rate of stochastic depth (drop-connect); 0 is off.
     With benchmark, times the same Trainer's step instead (see _benchmark).
 
     The Trainer holds the input iterator; a script keeps it until it exits (see
@@ -91,7 +91,7 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
             data.model_name, assembly.num_classes, weight_decay=weight_decay,
             is_training=True, quantization=(quantization.QuantizationParams(quantize_delay)
                                             if quantization_aware else None),
-            drop_path_rate=drop_path_rate if drop_path_rate > 0 else None,
+            drop_path_rate=drop_path_rate,  # 0 is off, even where the net's default is not
             batch_norm_decay=data.batch_norm_decay, batch_norm_epsilon=data.batch_norm_epsilon)
         if quantization_aware:
             logging.info('Quantization-aware training: fake quantization from step %d.',
@@ -200,7 +200,7 @@ class TrainingJob:
     # None with dry_run_restore, which trains nothing (cluster flags are not read).
     deployment: Optional[model_deploy.DeploymentConfig] = None
     dry_run_restore: bool = False
-    drop_path_rate: float = 0.0  # stochastic depth; 0: off (the net's option unset)
+    drop_path_rate: float = 0.0  # stochastic depth; 0: off
     # Time the training step instead of training (training.benchmark); None: train.
     benchmark: Optional[benchmark_lib.BenchmarkConfig] = None
     threads: ThreadConfig = ThreadConfig()  # applied before any op
