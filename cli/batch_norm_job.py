@@ -77,6 +77,27 @@ def warn_if_immature(model_name: str, checkpoint: str, step: Optional[int]):
         logging.warning('%s', warning)
 
 
+def plan_lines(data: DataConfig) -> list:
+    """The training plan's line on the batch norm in use, if the net has one."""
+    batch_norm = nets_factory.batch_norm_of(data.model_name, data.batch_norm_decay,
+                                            data.batch_norm_epsilon)
+    if batch_norm is None:
+        return []
+    given = data.batch_norm_decay is not None or data.batch_norm_epsilon is not None
+    source = 'given' if given else 'the family\'s default'
+    return [f'batch norm:   decay {batch_norm.decay:g}, epsilon {batch_norm.epsilon:g} '
+            f'({source})']
+
+
+def warn_if_immature_after_training(data: DataConfig, steps: int):
+    """At the end of a training from scratch: the warning, if its statistics are
+    immature."""
+    warning = batch_norm_statistics.immature_warning(
+        nets_factory.batch_norm_of(data.model_name, data.batch_norm_decay), steps)
+    if warning:
+        logging.warning('%s', warning)
+
+
 def _check_output(output_dir: str, source: str):
     paths.check_output_dir(output_dir, '--batch_norm_statistics_dir')
     if os.path.realpath(output_dir) == os.path.realpath(os.path.dirname(source)):

@@ -59,15 +59,8 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
     if watch is None and checkpoint_path:  # a directory's newest intact one, or the one named
         checkpoint_path = checkpoints.resolve_checkpoint(checkpoint_path, verify=True)
     if recompute.recompute_batch_norm_statistics:
-        if watch is not None or benchmark is not None:
-            raise UsageError('--recompute_batch_norm_statistics evaluates one checkpoint; '
-                             'drop --eval_interval_secs and --benchmark.')
-        checkpoint_path = batch_norm_job.recompute_checkpoint(
-            dataclasses.replace(data, dataset_split_name=batch_norm_job.TRAIN_SPLIT),
-            checkpoint_path, recompute.recompute_batch_norm_statistics,
-            output_dir=recompute.batch_norm_statistics_dir, strategy=strategy,
-            use_moving_averages=use_moving_averages,
-            quantization=quantization_of(checkpoint_path, quantize))
+        checkpoint_path = _recomputed(data, checkpoint_path, recompute, strategy,
+                                      use_moving_averages, quantize, watch or benchmark)
     batch_size = data.batch_size * strategy.num_replicas_in_sync
     assembly = (assemble_synthetic_data(data) if benchmark and not data.dataset_dir
                 else assemble_data(dataclasses.replace(data, batch_size=batch_size),
@@ -76,8 +69,7 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
         network = nets_factory.get_network_fn(
             data.model_name, assembly.num_classes,
             quantization=quantization_of(checkpoint_path, quantize),
-            batch_norm_decay=data.batch_norm_decay,
-            batch_norm_epsilon=data.batch_norm_epsilon)
+            batch_norm_epsilon=data.batch_norm_epsilon)  # the decay only moves in training
         network.build(assembly.image_shape)
     evaluator = eval_loop.Evaluator(network, num_classes=assembly.num_classes,
                                     top_k=top_k, strategy=strategy,
@@ -125,6 +117,20 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
             final_step=lambda: run_record.recorded_max_steps(checkpoint_path)):
         metrics = evaluate_checkpoint(checkpoint)
     return metrics
+
+
+def _recomputed(data, checkpoint_path, recompute, strategy, use_moving_averages, quantize,
+                watch_or_benchmark):
+    """The checkpoint with its batch-norm statistics recomputed on the training split."""
+    if watch_or_benchmark is not None:
+        raise UsageError('--recompute_batch_norm_statistics evaluates one checkpoint; '
+                         'drop --eval_interval_secs and --benchmark.')
+    return batch_norm_job.recompute_checkpoint(
+        dataclasses.replace(data, dataset_split_name=batch_norm_job.TRAIN_SPLIT),
+        checkpoint_path, recompute.recompute_batch_norm_statistics,
+        output_dir=recompute.batch_norm_statistics_dir, strategy=strategy,
+        use_moving_averages=use_moving_averages,
+        quantization=quantization_of(checkpoint_path, quantize))
 
 
 def _benchmark(evaluator: eval_loop.Evaluator, benchmark: benchmark_lib.BenchmarkConfig,

@@ -6,7 +6,7 @@ from typing import Optional
 from absl import logging
 import tensorflow as tf
 
-from cli import run_record
+from cli import batch_norm_job, run_record
 from cli.assembly import DataConfig
 from cli.assembly import assemble_data as _assemble_data
 from cli.assembly import assemble_synthetic_data
@@ -17,9 +17,8 @@ from datasets import input_pipeline
 from deployment import model_deploy
 from deployment import plan as deployment_plan
 from nets import nets_factory, quantization
-from training import (batch_norm_statistics, benchmark as benchmark_lib, checkpoints,
-                      gradient_accumulation, learning_rate, optimizers, train_dir_lock,
-                      train_loop)
+from training import (benchmark as benchmark_lib, checkpoints, gradient_accumulation,
+                      learning_rate, optimizers, train_dir_lock, train_loop)
 from training.benchmark_report import Setting
 
 
@@ -108,27 +107,7 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
     if benchmark is not None:
         return _benchmark(trainer, benchmark, data, assembly)
     if plan.is_chief:
-        micro_batches = config.gradient_accumulation_steps
-        recipes = ([f'accumulation: {micro_batches} micro-batches per update '
-                    f'({micro_batches * data.batch_size} examples per replica)']
-                   if micro_batches > 1 else [])
-        if config.distillation.enabled:
-            recipes.append(f'distillation: teacher {config.distillation.describe()}')
-        batch_norm = nets_factory.batch_norm_of(data.model_name, data.batch_norm_decay,
-                                                data.batch_norm_epsilon)
-        if batch_norm is not None:
-            given = data.batch_norm_decay is not None or data.batch_norm_epsilon is not None
-            source = 'given' if given else 'the family\'s default'
-            recipes.append(f'batch norm:   decay {batch_norm.decay:g}, epsilon '
-                           f'{batch_norm.epsilon:g} ({source})')
-        logging.info('%s', plan.describe(
-            batch_size=data.batch_size, train_dir=config.train_dir,
-            input_source=assembly.input_source,
-            checkpoint_input_position=config.checkpoint_input_position, extra=recipes + [
-                f'learning rate: {_describe_schedule(learning_rate_fn, data.batch_size)}',
-                'variables:    ' + ', '.join(
-                    f'{count} on {device or "this process"}' for device, count in
-                    model_deploy.variable_placement(network.variables).items())]))
+        _log_plan(plan, data, config, assembly, learning_rate_fn, network)
     try:
         trainer.train()
     except tf.errors.InvalidArgumentError as error:
@@ -138,12 +117,28 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
         trainer.save_now()  # the steps before the bad record are kept
         raise DataError(message) from None
     if plan.is_chief and not config.checkpoint_path:  # from scratch: the statistics too
-        warning = batch_norm_statistics.immature_warning(
-            nets_factory.batch_norm_of(data.model_name, data.batch_norm_decay),
-            int(trainer.global_step.numpy()))
-        if warning:
-            logging.warning('%s', warning)
+        batch_norm_job.warn_if_immature_after_training(data, int(trainer.global_step.numpy()))
     return trainer
+
+
+def _log_plan(plan, data: DataConfig, config: train_loop.TrainConfig, assembly,
+              learning_rate_fn, network):
+    """The chief's deployment plan, with the run's recipes, schedule and variables."""
+    micro_batches = config.gradient_accumulation_steps
+    recipes = ([f'accumulation: {micro_batches} micro-batches per update '
+                f'({micro_batches * data.batch_size} examples per replica)']
+               if micro_batches > 1 else [])
+    if config.distillation.enabled:
+        recipes.append(f'distillation: teacher {config.distillation.describe()}')
+    recipes += batch_norm_job.plan_lines(data)
+    logging.info('%s', plan.describe(
+        batch_size=data.batch_size, train_dir=config.train_dir,
+        input_source=assembly.input_source,
+        checkpoint_input_position=config.checkpoint_input_position, extra=recipes + [
+            f'learning rate: {_describe_schedule(learning_rate_fn, data.batch_size)}',
+            'variables:    ' + ', '.join(
+                f'{count} on {device or "this process"}' for device, count in
+                model_deploy.variable_placement(network.variables).items())]))
 
 
 def _benchmark(trainer: train_loop.Trainer, benchmark: benchmark_lib.BenchmarkConfig,
