@@ -15,8 +15,9 @@ from core.naming import slim_name
 from nets import nets_factory
 
 FAMILIES = [
-    ('resnet_v2_50', 32), ('mobilenet_v1_025', 32), ('mobilenet_v3_small', 32),
-    ('efficientnet_b0', 32),
+    ('mobilenet_v1_025', 32), ('efficientnet_b0', 32),
+    pytest.param('resnet_v2_50', 32, marks=pytest.mark.slow),
+    pytest.param('mobilenet_v3_small', 32, marks=pytest.mark.slow),
     pytest.param('nasnet_mobile', 96, marks=pytest.mark.slow),  # its drop-path is off
     pytest.param('inception_v3', 160, marks=pytest.mark.slow),  # its auxiliary head runs
     pytest.param('efficientnet_v2_b0', 32, marks=pytest.mark.slow),

@@ -45,6 +45,7 @@ def _evaluate(photos, checkpoint, eval_dir, *flags):
     return result, json.loads((eval_dir / 'metrics.json').read_text())
 
 
+@pytest.mark.slow  # the fast suite runs docs/training.md's batch-norm block (same scripts)
 def test_the_warning_comes_for_immature_statistics_only(photos, tmp_path):
     immature = _train(photos, tmp_path / 'tour', 3)
     assert WARNING in immature.stderr and '--recompute_batch_norm_statistics' in immature.stderr

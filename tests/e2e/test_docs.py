@@ -35,7 +35,8 @@ Rewriting rules, applied to a block before it runs:
   1. Paths under /tmp/, /data/ and /shared/ move into the scratch directory's disk/
      (so /tmp/shapes is the fixture above).
   2. --max_number_of_steps=N becomes at most 4, or the marker's steps= (--warmup_epochs
-     in the block shrinks by the same factor); a benchmark's --rounds=N becomes 1.
+     in the block shrinks by the same factor); a benchmark's --rounds=N becomes 1;
+     --recompute_batch_norm_statistics=N at most 2.
   3. host:port addresses (10.0.0.1:2222) become 127.0.0.1 with a free port, the same
      port for the same address within a block; BASE_PORT (scripts/run_local_cluster.sh)
      is set to a free range.
@@ -219,12 +220,13 @@ def test_rewriting_rules(tmp_path):
     text = docs_blocks.rewrite(
         'python t.py --train_dir=/tmp/x --max_number_of_steps=800 --rounds=7 \\\n'
         '    --worker_hosts=10.0.0.1:2222,10.0.0.2:2222 --dataset_dir=/data/flowers\n'
-        '    --warmup_epochs=2\nls /tmp/x/../y $HOME/tmp/z\n', tmp_path, ports)
+        '    --warmup_epochs=2 --recompute_batch_norm_statistics=20\n'
+        'ls /tmp/x/../y $HOME/tmp/z\n', tmp_path, ports)
     disk = tmp_path / 'disk'
     assert f'--train_dir={disk}/x ' in text and f'--dataset_dir={disk}/flowers' in text
     assert '$HOME/tmp/z' in text and f'ls {disk}/x/../y' in text
     assert '--max_number_of_steps=4 ' in text and '--rounds=1 ' in text
-    assert '--warmup_epochs=0.01\n' in text
+    assert '--warmup_epochs=0.01 ' in text and '--recompute_batch_norm_statistics=2\n' in text
     assert text.count('127.0.0.1:') == 2 and len(set(ports.values())) == 2
     assert '10.0.0' not in text
 

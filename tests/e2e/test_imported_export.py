@@ -54,7 +54,7 @@ def _evaluation_preprocessing(model_name, images, image_size):
 
 # At the nets' default sizes: the import script checks its logits there.
 @pytest.mark.parametrize('model_name', [
-    'efficientnet_b0',
+    pytest.param('efficientnet_b0', marks=pytest.mark.slow),
     pytest.param('efficientnet_v2_b0', marks=pytest.mark.slow),
     pytest.param('convnext_tiny', marks=pytest.mark.slow),
 ])

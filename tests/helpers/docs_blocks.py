@@ -197,6 +197,9 @@ def rewrite(text, scratch, ports, steps=FEW_STEPS):
         text = re.sub(r'--max_number_of_steps=(\d+)',
                       lambda m: f'--max_number_of_steps={min(int(m[1]), steps)}', text)
     text = re.sub(r'--rounds=\d+', '--rounds=1', text)
+    if steps is not None:  # recomputed batch-norm statistics: 2 batches, as steps
+        text = re.sub(r'--recompute_batch_norm_statistics=(\d+)',
+                      lambda m: f'--recompute_batch_norm_statistics={min(int(m[1]), 2)}', text)
 
     # 3. Example hosts -> 127.0.0.1 and a free port, the same one for the same address.
     def local(match):

@@ -81,6 +81,7 @@ def test_the_import_job_gives_keras_logits(tmp_path, capsys):
     assert '--checkpoint_exclude_scopes=efficientnetv2-b0/head/dense.' in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_second_model_in_one_process_imports(tmp_path, capsys):
     # Keras names the second model's preprocessing layers 'rescaling_1', ...: the engine
     # finds them by type. 64: at 32 the 1x1 maps make the net too sensitive to rounding.
