@@ -140,6 +140,7 @@ def test_base_stops_at_the_end_point_asked_for(tiny):
         tiny.base(images, final_endpoint='block4', training=False)
 
 
+@pytest.mark.slow
 def test_weight_decay_covers_conv_and_dense_weights_only():
     net = _traced(nets_factory.get_network_fn('convnext_tiny', 10, weight_decay=0.05))
     weights = [v for v in net.variables if v.name.endswith('weights:0')]

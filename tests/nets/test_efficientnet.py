@@ -146,8 +146,8 @@ def test_b0_parameters_equal_the_paper_and_keras(built):
 
 
 @pytest.mark.parametrize('name, application', [
-    ('efficientnet_v2_s', 'EfficientNetV2S'),
     *[pytest.param(*pair, marks=pytest.mark.slow) for pair in [
+        ('efficientnet_v2_s', 'EfficientNetV2S'),
         ('efficientnet_v2_b0', 'EfficientNetV2B0'), ('efficientnet_b3', 'EfficientNetB3'),
         ('efficientnet_v2_b3', 'EfficientNetV2B3')]]])
 def test_parameters_equal_keras(name, application):

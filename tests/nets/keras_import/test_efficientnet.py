@@ -69,11 +69,14 @@ def _check(model_name, image_size):
 
 # 67: odd maps on the way down (17, 9, 5, 3), where Keras's correct_pad must equal SAME.
 @pytest.mark.parametrize('model_name, image_size', [
-    ('efficientnet_b0', 64), ('efficientnet_b0', 67), ('efficientnet_v2_b0', 64)])
+    ('efficientnet_b0', 64),
+    pytest.param('efficientnet_b0', 67, marks=pytest.mark.slow),  # odd-sized maps
+    pytest.param('efficientnet_v2_b0', 64, marks=pytest.mark.slow)])
 def test_imports_keras_weights_with_equal_logits(model_name, image_size):
     _check(model_name, image_size)
 
 
+@pytest.mark.slow
 def test_the_import_job_gives_keras_logits(tmp_path, capsys):
     check = keras_import_testing.check_import('efficientnet_v2_b0', tmp_path, image_size=64,
                                                batch_statistics=True)

@@ -6,8 +6,10 @@ import pytest
 from helpers import keras_import_testing
 
 # The smallest sizes both nets take (VGG's fc6 is a 7x7 convolution: 224 only).
-FAST = [('mobilenet_v1_025', 32), ('mobilenet_v2_035', 32), ('mobilenet_v3_small', 32),
-        ('inception_v3', 75)]
+FAST = [('mobilenet_v1_025', 32),
+        pytest.param('mobilenet_v2_035', 32, marks=pytest.mark.slow),
+        pytest.param('mobilenet_v3_small', 32, marks=pytest.mark.slow),
+        pytest.param('inception_v3', 75, marks=pytest.mark.slow)]
 SLOW = [('mobilenet_v1', 32), ('mobilenet_v1_075', 32), ('mobilenet_v1_050', 32),
         ('mobilenet_v2', 32), ('mobilenet_v2_140', 32), ('mobilenet_v3_large', 32),
         ('mobilenet_v3_large_minimalistic', 32), ('mobilenet_v3_small_minimalistic', 32),
