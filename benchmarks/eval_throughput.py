@@ -4,7 +4,7 @@ r"""Evaluation throughput: our evaluator against Keras `model.evaluate`, same ar
 
 Both sides make one exact pass over the same in-memory split (--num_examples synthetic
 images, batches of --batch_size, the last one short) from the same tf.data pipeline:
-  ours    training.eval_loop.Evaluator, what eval_image_classifier.py runs: forward in
+  ours    training.evaluation.evaluator.Evaluator, what eval_image_classifier.py runs: forward in
           inference mode, confusion matrix and top-k hits over the padded, masked batch;
           its tf.function is traced once, on the untimed warm-up pass;
   keras   `model.evaluate` of the Keras twin (benchmarks/train_throughput.py), compiled
@@ -28,7 +28,7 @@ import tensorflow as tf  # noqa: E402
 
 from benchmarks.train_throughput import KERAS_COUNTERPARTS  # noqa: E402
 from nets import flops, nets_factory  # noqa: E402
-from training import eval_loop  # noqa: E402
+from training.evaluation import evaluator as evaluator_lib
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer('num_examples', 2000, 'Examples in the evaluated split.')
@@ -62,7 +62,7 @@ def main(argv):
         split = _split(image_shape, num_classes)
         network = nets_factory.get_network_fn(model_name, num_classes)
         network.build(image_shape)
-        evaluator = eval_loop.Evaluator(network, num_classes=num_classes)
+        evaluator = evaluator_lib.Evaluator(network, num_classes=num_classes)
         model = builder(num_classes, image_shape)
         model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=['accuracy'])

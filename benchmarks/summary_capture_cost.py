@@ -1,4 +1,4 @@
-r"""What TensorBoard's in-step capture (training.summary_capture) costs per step.
+r"""What TensorBoard's in-step capture (training.summaries.capture) costs per step.
 
   .venv/bin/python benchmarks/summary_capture_cost.py --model_name=cifarnet \
       --batch_size=128 --rounds=5
@@ -50,11 +50,13 @@ def _measure_variant(variant: str) -> float:
 
     from deployment import model_deploy
     from nets import nets_factory
-    from training import optimizers, summary_capture, train_loop
+    from training.recipes import optimizers
+    from training.summaries import capture as capture_lib
+    from training.loop import trainer as trainer_lib
 
     if variant == 'off':
-        summary_capture.SummaryCapture.capture_activations = lambda self, end_points: None
-        summary_capture.SummaryCapture.capture_gradients = lambda self, grads: None
+        capture_lib.SummaryCapture.capture_activations = lambda self, end_points: None
+        capture_lib.SummaryCapture.capture_gradients = lambda self, grads: None
     spec = nets_factory.get_spec(FLAGS.model_name)
     shape = (spec.default_image_size, spec.default_image_size, 3)
     rng = np.random.default_rng(0)
@@ -65,13 +67,13 @@ def _measure_variant(variant: str) -> float:
         network = nets_factory.get_network_fn(FLAGS.model_name, 10, is_training=True)
         optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig('momentum'))
     with tempfile.TemporaryDirectory() as train_dir:
-        trainer = train_loop.Trainer(
+        trainer = trainer_lib.Trainer(
             strategy=strategy, network=network, optimizer=optimizer,
             learning_rate_fn=lambda step: tf.constant(0.01),
             input_fn=lambda context=None: tf.data.Dataset.from_tensors(
                 (images, labels)).repeat(),
             image_shape=shape,
-            config=train_loop.TrainConfig(train_dir=train_dir, batch_size=FLAGS.batch_size,
+            config=trainer_lib.TrainConfig(train_dir=train_dir, batch_size=FLAGS.batch_size,
                                           precision=FLAGS.precision,
                                           jit_compile=FLAGS.jit_compile))
         capture = trainer.model_step.summary_capture

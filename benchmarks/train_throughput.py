@@ -55,7 +55,9 @@ from cli import assembly  # noqa: E402
 from deployment import model_deploy  # noqa: E402
 from nets import flops, nets_factory, precision  # noqa: E402
 from nets.keras_import import catalog, transfer  # noqa: E402
-from training import benchmark, optimizers, train_loop  # noqa: E402
+from training.benchmark import throughput as throughput_lib
+from training.recipes import optimizers
+from training.loop import trainer as trainer_lib
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('models', ['cifarnet', 'lenet'],
@@ -176,10 +178,10 @@ def ours(model_name, input_fn, image_shape, num_classes, batch_size, train_dir,
                                               is_training=True)
         optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig(
             optimizer='momentum', momentum=MOMENTUM))
-    config = train_loop.TrainConfig(
+    config = trainer_lib.TrainConfig(
         train_dir=train_dir, batch_size=batch_size, precision=precision,
         **({'steps_per_loop': FLAGS.steps_per_loop} if FLAGS.steps_per_loop else {}))
-    trainer = train_loop.Trainer(
+    trainer = trainer_lib.Trainer(
         strategy=strategy, network=network, optimizer=optimizer,
         learning_rate_fn=lambda step: tf.constant(LEARNING_RATE), input_fn=input_fn,
         image_shape=image_shape, config=config)
@@ -235,7 +237,7 @@ def _measure(sides, batch_size):
     peak in GFLOP/s timed after each round]."""
     for run in sides.values():
         run(FLAGS.warmup_steps)
-    peak = benchmark.MatmulPeak(precision.compute_dtype(FLAGS.precision))
+    peak = throughput_lib.MatmulPeak(precision.compute_dtype(FLAGS.precision))
     rates = {name: [] for name in sides}
     cpu_rates = {name: [] for name in sides}
     peaks = []

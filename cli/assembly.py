@@ -12,7 +12,8 @@ from core.errors import UsageError
 from datasets import data_service, dataset_factory, input_pipeline
 from nets import nets_factory, quantization
 from preprocessing import augment_policies, preprocessing_factory
-from training import benchmark, checkpoint_integrity
+from training.benchmark import throughput
+from training.checkpoints import integrity
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +144,7 @@ def assemble_synthetic_data(data: DataConfig) -> Assembly:
         num_samples=info.splits_to_sizes[data.dataset_split_name],
         num_classes=info.num_classes, labels_to_names=info.labels_to_names(),
         image_shape=tuple(info.image_shape), items_to_descriptions={}, dataset_dir='')
-    return Assembly(spec, num_classes, image_shape, benchmark.synthetic_input_fn(
+    return Assembly(spec, num_classes, image_shape, throughput.synthetic_input_fn(
         data.batch_size, image_shape, num_classes))
 
 
@@ -172,15 +173,15 @@ def quantization_of(checkpoint_path: Optional[str],
     checkpoint, aware = None, None
     if checkpoint_path and tf.io.gfile.exists(checkpoint_path + '.index'):
         checkpoint = checkpoint_path
-        with checkpoint_integrity.naming_damage(checkpoint):
+        with integrity.naming_damage(checkpoint):
             aware = quantization.is_quantization_aware(checkpoint)
     elif checkpoint_path and tf.io.gfile.isdir(checkpoint_path):
         # A directory's checkpoints are of one run: the newest readable one tells. Which
         # one is restored, and the warning if newer ones are damaged, come later.
-        for _, prefix in reversed(checkpoint_integrity.candidates(checkpoint_path)):
+        for _, prefix in reversed(integrity.candidates(checkpoint_path)):
             try:
                 aware = quantization.is_quantization_aware(prefix)
-            except checkpoint_integrity.READ_ERRORS:
+            except integrity.READ_ERRORS:
                 continue
             checkpoint = prefix
             break

@@ -4,7 +4,7 @@ from typing import Optional, Tuple
 
 from core import checks
 from core.errors import UsageError
-from training import checkpoint_averaging
+from training.checkpoints import averaging as averaging_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,11 +31,11 @@ class AveragingJob:
                              '(e.g. <train_dir>/averaged).')
 
 
-def run(job: AveragingJob) -> checkpoint_averaging.Averaged:
+def run(job: AveragingJob) -> averaging_lib.Averaged:
     """Averages and prints where the new checkpoint is and how to use it."""
     prefixes = (list(job.checkpoint_prefixes) or
-                checkpoint_averaging.newest_intact(job.checkpoint_dir, job.num_checkpoints))
-    result = checkpoint_averaging.average(prefixes, job.output_dir, overwrite=job.overwrite)
+                averaging_lib.newest_intact(job.checkpoint_dir, job.num_checkpoints))
+    result = averaging_lib.average(prefixes, job.output_dir, overwrite=job.overwrite)
     steps = ', '.join('?' if step is None else str(step) for step in result.steps)
     print(f'Averaged {len(result.sources)} checkpoints (steps {steps}): '
           f'{result.num_averaged} variables averaged, {result.num_copied} other tensors '

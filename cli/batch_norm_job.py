@@ -2,7 +2,7 @@
 warning when a run's moving statistics are still mostly their initial values, and
 --recompute_batch_norm_statistics=N, which writes a copy of the checkpoint whose moving
 means and variances are the exact average of the batch moments over N batches of the
-training split (training.batch_norm_statistics).
+training split (training.evaluation.batch_norm_statistics).
 
 The copy goes to --batch_norm_statistics_dir (default: batch_norm_statistics/ beside the
 checkpoint) as `model.ckpt-<step>`, with a `checkpoint` state file and
@@ -25,7 +25,9 @@ from core import checks, paths
 from core.errors import UsageError
 from deployment import model_deploy
 from nets import nets_factory
-from training import batch_norm_statistics, checkpoint_integrity, checkpoints
+from training.evaluation import batch_norm_statistics
+from training.checkpoints import integrity
+from training.checkpoints import restore
 
 @dataclasses.dataclass(frozen=True)
 class RecomputeConfig:
@@ -63,7 +65,7 @@ def _flag_value(flags_txt: dict, name: str) -> Optional[str]:
 def warn_if_immature(model_name: str, checkpoint: str, step: Optional[int]):
     """Logs the immature-statistics warning for a checkpoint of one of our trainings from
     scratch (its directory's flags.txt tells the decay and that no --checkpoint_path
-    started it); says nothing of foreign, fine-tuned or recomputed checkpoints."""
+    started it); says nothing of foreign, fine-tuned or recomputed restore."""
     flags_path = os.path.join(os.path.dirname(checkpoint), run_record.FLAGS_FILE)
     if step is None or _recomputed(checkpoint) or not tf.io.gfile.exists(flags_path):
         return
@@ -125,7 +127,7 @@ def _statistic_keys(network, source: str, use_moving_averages: bool) -> dict:
                   for v in (bn.moving_mean, bn.moving_variance)}
     keys = {}
     for averaged in {False, use_moving_averages}:
-        plan = checkpoints.plan_restore(network, source, use_moving_averages=averaged)
+        plan = restore.plan_restore(network, source, use_moving_averages=averaged)
         keys.update({key: v for v, key in plan.restored if id(v) in statistics})
     return keys
 
@@ -141,7 +143,7 @@ def recompute_checkpoint(data: DataConfig, checkpoint: str, num_batches: int, *,
     if not checkpoint:
         raise UsageError('Pass --checkpoint_path, the checkpoint whose batch-norm '
                          'statistics to recompute.')
-    source = checkpoints.resolve_checkpoint(checkpoint, verify=True)
+    source = restore.resolve_checkpoint(checkpoint, verify=True)
     output_dir = output_dir or os.path.join(os.path.dirname(source), DEFAULT_DIR_NAME)
     _check_output(output_dir, source)
     replicas = strategy.num_replicas_in_sync
@@ -152,7 +154,7 @@ def recompute_checkpoint(data: DataConfig, checkpoint: str, num_batches: int, *,
         network.build(assembly.image_shape)
         # Layers only training builds (auxiliary heads) may be missing from an inference
         # checkpoint: they run, and only the checkpoint's own tensors are written.
-        step = checkpoints.restore_network(network, source, ignore_missing_vars=True,
+        step = restore.restore_network(network, source, ignore_missing_vars=True,
                                            use_moving_averages=use_moving_averages)
         result = batch_norm_statistics.recompute(network, assembly.input_fn(None),
                                                  num_batches, strategy)
@@ -166,9 +168,9 @@ def recompute_checkpoint(data: DataConfig, checkpoint: str, num_batches: int, *,
     tensors = [keys[name].read_value() if name in keys else reader.get_tensor(name)
                for name in names]
     prefix = os.path.join(output_dir, os.path.basename(source))
-    checkpoint_integrity.write_checkpoint(prefix, names, [tf.constant(np.asarray(t))
+    integrity.write_checkpoint(prefix, names, [tf.constant(np.asarray(t))
                                                           for t in tensors])
-    checkpoint_integrity.write_text(os.path.join(output_dir, RECORD_FILE), json.dumps(dict(
+    integrity.write_text(os.path.join(output_dir, RECORD_FILE), json.dumps(dict(
         checkpoint=os.path.basename(prefix), source=source, step=step,
         num_batches=result.num_batches, batch_size=data.batch_size, replicas=replicas,
         split=data.dataset_split_name, layers=result.num_layers), indent=2) + '\n')

@@ -5,7 +5,7 @@ from typing import Optional
 from absl import flags
 
 from core.errors import UsageError
-from training import benchmark as benchmark_lib
+from training.benchmark import throughput as benchmark_lib
 
 # As in cli.flags: the flags belong to the script calling define(), so its --helpfull
 # and its flags.txt (cli.run_record) list them.

@@ -30,8 +30,12 @@ from deployment import cluster, model_deploy
 from export import pipeline
 from nets import nets_factory
 from preprocessing import augment_policies
-from training import (batch_mixing, checkpoint_watch, distillation, learning_rate,
-                      optimizers, train_loop)
+from training.recipes import batch_mixing
+from training.checkpoints import watch as watch_lib
+from training.recipes import distillation
+from training.recipes import learning_rate
+from training.recipes import optimizers
+from training.loop import trainer
 
 FLAGS = flags.FLAGS
 # --batch_size and --dataset_split_name left unset, per job (as TF-Slim's scripts).
@@ -125,7 +129,7 @@ def training_from_flags(flag_values: flags.FlagValues = FLAGS,
                                   default_batch_size=TRAIN_BATCH_SIZE,
                                   default_split=TRAIN_SPLIT)
     config = _from_flags(
-        train_loop.TrainConfig, flag_values, batch_size=data.batch_size,
+        trainer.TrainConfig, flag_values, batch_size=data.batch_size,
         checkpoint_exclude_scopes=split_scopes('checkpoint_exclude_scopes', flag_values),
         trainable_scopes=split_scopes('trainable_scopes', flag_values),
         mixing=_from_flags(batch_mixing.MixingConfig, flag_values),
@@ -167,7 +171,7 @@ def top_k_from_flags(flag_values: flags.FlagValues = FLAGS) -> tuple:
 
 
 def watch_config_from_flags(
-        flag_values: flags.FlagValues = FLAGS) -> Optional[checkpoint_watch.WatchConfig]:
+        flag_values: flags.FlagValues = FLAGS) -> Optional[watch_lib.WatchConfig]:
     """Continuous evaluation's settings; None to evaluate one checkpoint."""
     if flag_values.eval_interval_secs is None:
         for name in ('eval_timeout_secs', 'backfill'):
@@ -175,7 +179,7 @@ def watch_config_from_flags(
                 raise UsageError(f'--{name} applies to continuous evaluation; add '
                                  '--eval_interval_secs=<seconds> or drop it.')
         return None
-    return checkpoint_watch.WatchConfig(interval_secs=flag_values.eval_interval_secs,
+    return watch_lib.WatchConfig(interval_secs=flag_values.eval_interval_secs,
                                         timeout_secs=flag_values.eval_timeout_secs,
                                         backfill=flag_values.backfill)
 

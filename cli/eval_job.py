@@ -12,9 +12,11 @@ from core.threads import ThreadConfig
 from datasets import dataset_factory, dataset_utils
 from deployment import model_deploy
 from nets import nets_factory
-from training import benchmark as benchmark_lib
-from training import checkpoint_watch, checkpoints, eval_loop
-from training.benchmark_report import Setting
+from training.benchmark import throughput as benchmark_lib
+from training.checkpoints import watch as watch_lib
+from training.checkpoints import restore
+from training.evaluation import evaluator as evaluator_lib
+from training.benchmark.report import Setting
 
 
 def _class_names(data: DataConfig, num_classes: int) -> list:
@@ -29,15 +31,15 @@ def _class_names(data: DataConfig, num_classes: int) -> list:
 
 def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
              max_num_batches: Optional[int] = None, use_moving_averages: bool = False, *,
-             top_k=eval_loop.DEFAULT_TOP_K,
-             watch: Optional[checkpoint_watch.WatchConfig] = None,
+             top_k=evaluator_lib.DEFAULT_TOP_K,
+             watch: Optional[watch_lib.WatchConfig] = None,
              deployment: Optional[model_deploy.DeploymentConfig] = None,
              quantize: bool = False,
              benchmark: Optional[benchmark_lib.BenchmarkConfig] = None,
              recompute: batch_norm_job.RecomputeConfig = batch_norm_job.RecomputeConfig()):
     """Exact passes over the split: of one checkpoint, or with `watch` of each new
     checkpoint of the train_dir checkpoint_path until the training's last (see
-    checkpoint_watch.watch_checkpoints). Prints and writes Accuracy, the top_k recalls,
+    watch_lib.watch_checkpoints). Prints and writes Accuracy, the top_k recalls,
     per-class accuracy and the confusion matrix; records the best checkpoint. Weights
     are the raw ones, or their moving averages with use_moving_averages. With
     deployment, evaluates over its clones, data.batch_size examples each. Returns the
@@ -52,12 +54,12 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
     checks.check_at_least(1, unset='the whole split', max_num_batches=max_num_batches)
     paths.check_output_dir(eval_dir, '--eval_dir')
     if watch is not None:
-        checkpoint_watch.check_train_dir(checkpoint_path)
+        watch_lib.check_train_dir(checkpoint_path)
     # First: clones on CPU need the device split before TensorFlow starts.
     deployment = deployment or model_deploy.from_flags()
     strategy = model_deploy.create_strategy(deployment)
     if watch is None and checkpoint_path:  # a directory's newest intact one, or the one named
-        checkpoint_path = checkpoints.resolve_checkpoint(checkpoint_path, verify=True)
+        checkpoint_path = restore.resolve_checkpoint(checkpoint_path, verify=True)
     if recompute.recompute_batch_norm_statistics:
         checkpoint_path = _recomputed(data, checkpoint_path, recompute, strategy,
                                       use_moving_averages, quantize, watch or benchmark)
@@ -71,13 +73,13 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
             quantization=quantization_of(checkpoint_path, quantize),
             batch_norm_epsilon=data.batch_norm_epsilon)  # the decay only moves in training
         network.build(assembly.image_shape)
-    evaluator = eval_loop.Evaluator(network, num_classes=assembly.num_classes,
+    evaluator = evaluator_lib.Evaluator(network, num_classes=assembly.num_classes,
                                     top_k=top_k, strategy=strategy,
                                     input_options=deployment.prefetch.input_options)
     if benchmark is not None:
         if checkpoint_path:
             with strategy.scope():
-                checkpoints.restore_network(network, checkpoint_path,
+                restore.restore_network(network, checkpoint_path,
                                             use_moving_averages=use_moving_averages)
         return _benchmark(evaluator, benchmark, data, assembly, batch_size)
     class_names = _class_names(data, assembly.num_classes)
@@ -85,7 +87,7 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
 
     def evaluate_checkpoint(checkpoint):
         with strategy.scope():
-            global_step = checkpoints.restore_network(
+            global_step = restore.restore_network(
                 network, checkpoint, use_moving_averages=use_moving_averages)
         batch_norm_job.warn_if_immature(data.model_name, checkpoint, global_step)
         metrics = evaluator.evaluate(assembly.input_fn(None), batch_size=batch_size,
@@ -97,12 +99,12 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
             logging.warning('The split should hold %d examples; %d were read and %d could '
                             'not be decoded (a damaged shard ends at the damage).',
                             split_size, metrics['num_examples'], metrics['num_unreadable'])
-        record = eval_loop.EvaluationRecord(
+        record = evaluator_lib.EvaluationRecord(
             checkpoint=checkpoint, global_step=global_step, model_name=data.model_name,
             dataset_name=data.dataset_name, split_name=data.dataset_split_name)
-        eval_loop.report(metrics, eval_dir, record, class_names)
-        # Following a training, keep the best: the training deletes old checkpoints.
-        eval_loop.update_best(eval_dir, metrics, record, keep_copy=watch is not None)
+        evaluator_lib.report(metrics, eval_dir, record, class_names)
+        # Following a training, keep the best: the training deletes old restore.
+        evaluator_lib.update_best(eval_dir, metrics, record, keep_copy=watch is not None)
         return metrics
 
     if watch is None:
@@ -110,9 +112,9 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
     same_evaluation = lambda entry: (  # noqa: E731
         (entry.get('model_name'), entry.get('dataset_name'), entry.get('split_name'))
         == (data.model_name, data.dataset_name, data.dataset_split_name))
-    done = eval_loop.evaluated_checkpoints(eval_dir, same_evaluation)
+    done = evaluator_lib.evaluated_checkpoints(eval_dir, same_evaluation)
     metrics = {}
-    for _, checkpoint in checkpoint_watch.watch_checkpoints(
+    for _, checkpoint in watch_lib.watch_checkpoints(
             checkpoint_path, watch, skip=done.__contains__,
             final_step=lambda: run_record.recorded_max_steps(checkpoint_path)):
         metrics = evaluate_checkpoint(checkpoint)
@@ -133,7 +135,7 @@ def _recomputed(data, checkpoint_path, recompute, strategy, use_moving_averages,
         quantization=quantization_of(checkpoint_path, quantize))
 
 
-def _benchmark(evaluator: eval_loop.Evaluator, benchmark: benchmark_lib.BenchmarkConfig,
+def _benchmark(evaluator: evaluator_lib.Evaluator, benchmark: benchmark_lib.BenchmarkConfig,
                data: DataConfig, assembly, batch_size: int) -> benchmark_lib.BenchmarkRun:
     """Times the evaluator's counting loop on synthetic batches, and on the split with
     --dataset_dir; prints the figures. Nothing is written to --eval_dir."""
@@ -157,8 +159,8 @@ class EvaluationJob:
     eval_dir: str
     max_num_batches: Optional[int] = None
     use_moving_averages: bool = False
-    top_k: tuple = eval_loop.DEFAULT_TOP_K
-    watch: Optional[checkpoint_watch.WatchConfig] = None
+    top_k: tuple = evaluator_lib.DEFAULT_TOP_K
+    watch: Optional[watch_lib.WatchConfig] = None
     deployment: Optional[model_deploy.DeploymentConfig] = None
     quantize: bool = False
     # Time the forward passes instead of evaluating (training.benchmark); None: evaluate.

@@ -16,7 +16,7 @@ from datasets import dataset_factory, dataset_utils
 from export import exporter, parity, pipeline
 from nets import nets_factory
 from preprocessing import preprocessing_factory
-from training import checkpoints
+from training.checkpoints import restore
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,8 +124,8 @@ def export(config: ExportConfig, request: pipeline.ExportRequest):
         batch_norm_decay=config.batch_norm_decay, batch_norm_epsilon=config.batch_norm_epsilon)
     network.build(input_shape)
     if checkpoint_path:
-        checkpoint_path = checkpoints.resolve_checkpoint(checkpoint_path)
-        step = checkpoints.restore_network(network, checkpoint_path,
+        checkpoint_path = restore.resolve_checkpoint(checkpoint_path)
+        step = restore.restore_network(network, checkpoint_path,
                                            use_moving_averages=config.use_moving_averages)
         batch_norm_job.warn_if_immature(config.model_name, checkpoint_path, step)
     elif set(request.targets) != {'graphdef'}:  # the graph alone holds no weights

@@ -22,7 +22,8 @@ from deployment import cluster, model_deploy
 from export import pipeline
 from nets import nets_factory
 from preprocessing import preprocessing_factory
-from training import learning_rate, optimizers
+from training.recipes import learning_rate
+from training.recipes import optimizers
 
 SCRIPTS = ('train_image_classifier.py', 'eval_image_classifier.py',
            'export_inference_graph.py', 'download_and_convert_data.py')

@@ -10,7 +10,7 @@ from cli import startup
 from core.errors import (ClusterTaskFailed, TrainingDiverged, UsageError,
                          input_too_small_message)
 from datasets import download, input_pipeline
-from training import train_dir_lock
+from training.checkpoints import lock
 
 
 def exit_now(status: int, keep_alive=None):
@@ -22,7 +22,7 @@ def exit_now(status: int, keep_alive=None):
     wake on a timer of up to 60 s; after training under MirroredStrategy the process
     sat idle for 0-50 s (measured) before exiting. All files are closed by now.
     """
-    train_dir_lock.release_all()  # os._exit runs no atexit handlers
+    lock.release_all()  # os._exit runs no atexit handlers
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

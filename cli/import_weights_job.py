@@ -21,7 +21,7 @@ from core.errors import UsageError
 from core.naming import slim_name
 from nets import nets_factory
 from nets.keras_import import catalog, transfer
-from training import checkpoint_integrity
+from training.checkpoints import integrity
 
 IMAGENET = 'imagenet'
 CHECKPOINT_PREFIX = 'model.ckpt-0'  # a step, so a directory resolves to it
@@ -77,13 +77,13 @@ def _write_checkpoint(variables, output_dir: str) -> str:
         tf.raw_ops.SaveV2(prefix=staged, tensor_names=names,
                           shape_and_slices=[''] * len(names),
                           tensors=[v.read_value() for v in variables])
-        problem = checkpoint_integrity.find_damage(staged)
+        problem = integrity.find_damage(staged)
         if problem:
             raise OSError(f'the imported checkpoint does not read back: {problem}')
-        for path in checkpoint_integrity.data_files(prefix) + [prefix + '.index']:
+        for path in integrity.data_files(prefix) + [prefix + '.index']:
             if os.path.exists(path):
                 os.remove(path)
-        for path in checkpoint_integrity.data_files(staged):
+        for path in integrity.data_files(staged):
             os.replace(path, prefix + path[len(staged):])
         os.replace(staged + '.index', prefix + '.index')
     finally:

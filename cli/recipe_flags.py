@@ -3,7 +3,8 @@ cli.flags, which lists them in its GROUPS (cli.flags stays about slim's own flag
 from absl import flags
 
 from preprocessing import augment_policies
-from training import batch_mixing, distillation as distillation_lib
+from training.recipes import batch_mixing
+from training.recipes import distillation as distillation_lib
 
 # As in cli.flags: the flags belong to the script calling define(), so its --helpfull
 # and its flags.txt (cli.run_record) list them.
@@ -51,7 +52,7 @@ def augmentation(define):
 
 
 def distillation(define):
-    """Knowledge distillation from a trained teacher network (training.distillation)."""
+    """Knowledge distillation from a trained teacher network (training.recipes.distillation)."""
     defaults = distillation_lib.DistillationConfig()
     define.string('teacher_model_name', None, 'Distil from this trained network (a '
                   '--model_name), with --teacher_checkpoint_path: the loss becomes '

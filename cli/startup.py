@@ -144,7 +144,7 @@ def _exit_quietly(signum, frame):
     os.write(_stderr_fd, f'Stopped by signal {signum} while starting; nothing to save.\n'
              .encode())
     # A train_dir lock taken by now goes too (os._exit runs no atexit handlers).
-    lock_module = sys.modules.get('training.train_dir_lock')
+    lock_module = sys.modules.get('training.checkpoints.lock')
     if lock_module is not None:
         lock_module.release_all()
     os._exit(128 + signum)  # pylint: disable=protected-access

@@ -17,9 +17,14 @@ from datasets import input_pipeline
 from deployment import model_deploy
 from deployment import plan as deployment_plan
 from nets import nets_factory, quantization
-from training import (benchmark as benchmark_lib, checkpoints, gradient_accumulation,
-                      learning_rate, optimizers, train_dir_lock, train_loop)
-from training.benchmark_report import Setting
+from training.benchmark import throughput as benchmark_lib
+from training.checkpoints import restore as restore_lib
+from training.recipes import gradient_accumulation
+from training.recipes import learning_rate
+from training.recipes import optimizers
+from training.checkpoints import lock as lock_lib
+from training.loop import trainer as trainer_lib
+from training.benchmark.report import Setting
 
 
 def _describe_schedule(schedule: learning_rate.LearningRateSchedule,
@@ -41,7 +46,7 @@ def _describe_schedule(schedule: learning_rate.LearningRateSchedule,
 
 
 def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
-          config: train_loop.TrainConfig, optimizer_config: optimizers.OptimizerConfig,
+          config: trainer_lib.TrainConfig, optimizer_config: optimizers.OptimizerConfig,
           learning_rate_config: learning_rate.LearningRateConfig, weight_decay: float,
           quantize_delay: Optional[int] = None, drop_path_rate: float = 0.0,
           benchmark: Optional[benchmark_lib.BenchmarkConfig] = None):
@@ -100,7 +105,7 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
                  data.model_name, data.dataset_name, data.dataset_split_name,
                  assembly.spec.num_samples, assembly.num_classes,
                  strategy.num_replicas_in_sync)
-    trainer = train_loop.Trainer(
+    trainer = trainer_lib.Trainer(
         plan=plan, network=network, optimizer=optimizer,
         learning_rate_fn=learning_rate_fn, input_fn=assembly.input_fn,
         image_shape=assembly.image_shape, config=config)
@@ -121,7 +126,7 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
     return trainer
 
 
-def _log_plan(plan, data: DataConfig, config: train_loop.TrainConfig, assembly,
+def _log_plan(plan, data: DataConfig, config: trainer_lib.TrainConfig, assembly,
               learning_rate_fn, network):
     """The chief's deployment plan, with the run's recipes, schedule and variables."""
     micro_batches = config.gradient_accumulation_steps
@@ -141,7 +146,7 @@ def _log_plan(plan, data: DataConfig, config: train_loop.TrainConfig, assembly,
                 model_deploy.variable_placement(network.variables).items())]))
 
 
-def _benchmark(trainer: train_loop.Trainer, benchmark: benchmark_lib.BenchmarkConfig,
+def _benchmark(trainer: trainer_lib.Trainer, benchmark: benchmark_lib.BenchmarkConfig,
                data: DataConfig, assembly) -> benchmark_lib.BenchmarkRun:
     """Times the trainer's compiled step on synthetic data, and on the training input
     with --dataset_dir; prints the figures. Nothing is restored or saved."""
@@ -162,7 +167,7 @@ def _benchmark(trainer: train_loop.Trainer, benchmark: benchmark_lib.BenchmarkCo
     return benchmark_lib.report(run, benchmark.json_path)
 
 
-def dry_run_restore(data: DataConfig, config: train_loop.TrainConfig):
+def dry_run_restore(data: DataConfig, config: trainer_lib.TrainConfig):
     """Prints what training would restore from config.checkpoint_path; trains nothing.
 
     Ends with the error training would give, if the restore cannot be done.
@@ -175,7 +180,7 @@ def dry_run_restore(data: DataConfig, config: train_loop.TrainConfig):
                                           is_training=True,
                                           batch_norm_epsilon=data.batch_norm_epsilon)
     network.build(assembly.image_shape)
-    plan = checkpoints.plan_restore(network, config.checkpoint_path,
+    plan = restore_lib.plan_restore(network, config.checkpoint_path,
                                     exclude_scopes=config.checkpoint_exclude_scopes)
     print(plan.describe(verbose=True), flush=True)
     plan.check(config.ignore_missing_vars, fine_tuning=True)
@@ -186,7 +191,7 @@ def dry_run_restore(data: DataConfig, config: train_loop.TrainConfig):
 class TrainingJob:
     """Everything train_image_classifier.py's flags ask for (cli.configs builds it)."""
     data: DataConfig
-    config: train_loop.TrainConfig
+    config: trainer_lib.TrainConfig
     optimizer_config: optimizers.OptimizerConfig
     learning_rate_config: learning_rate.LearningRateConfig
     weight_decay: float
@@ -201,8 +206,8 @@ class TrainingJob:
     threads: ThreadConfig = ThreadConfig()  # applied before any op
 
 
-def _lock_train_dir(train_dir: str) -> Optional[train_dir_lock.TrainDirLock]:
-    """The train_dir's lock (see training.train_dir_lock), taken before anything is
+def _lock_train_dir(train_dir: str) -> Optional[lock_lib.TrainDirLock]:
+    """The train_dir's lock (see training.checkpoints.lock), taken before anything is
     written there; None for a remote train_dir (gs://...), whose file systems lack the
     exclusive create the lock needs."""
     paths.check_output_dir(train_dir, '--train_dir')
@@ -211,7 +216,7 @@ def _lock_train_dir(train_dir: str) -> Optional[train_dir_lock.TrainDirLock]:
                      train_dir)
         return None
     os.makedirs(train_dir, exist_ok=True)
-    return train_dir_lock.acquire(train_dir)
+    return lock_lib.acquire(train_dir)
 
 
 def run(job: TrainingJob):

@@ -4,7 +4,7 @@ the tf.distribute.InputOptions a strategy distributes the input with.
 They reach every call that distributes input through a strategy: training's
 `distribute_datasets_from_function` (deployment.runners: multi-worker all-reduce and
 parameter-server workers) and evaluation's `experimental_distribute_dataset`
-(training.eval_loop, with clones). The default strategy (one device) ignores them, and
+(training.evaluation.evaluator, with clones). The default strategy (one device) ignores them, and
 clones on one host read one host iterator whose position checkpoints can save (each
 batch is copied to its clone inside the step): there they have no effect.
 """

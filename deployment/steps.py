@@ -10,8 +10,8 @@ scheduled on parameter-server workers). Sync replicas have their own inner loop
 The model step is any object with `global_step`, `train_variables`,
 `replica_gradients(images, labels, step) -> (gradients, metrics, first_images)`,
 `apply_gradients(grads_and_vars, learning_rate)`, `share_replica_statistics()`,
-`after_update()` and `summary_capture` (training.summary_capture.SummaryCapture)
-(training.model_step.ModelStep).
+`after_update()` and `summary_capture` (training.summaries.capture.SummaryCapture)
+(training.loop.model_step.ModelStep).
 """
 import dataclasses
 from typing import Dict
@@ -96,7 +96,7 @@ class ReplicaSteps:
         """num_steps steps in one graph (the step traced once, inside the loop); returns
         the last step's metrics (averaged over replicas), first images, and the count of
         unreadable examples skipped so far. With `capture`, the step holds TensorBoard's
-        capture (training.summary_capture)."""
+        capture (training.summaries.capture)."""
         def body(count, *_):
             with self.model_step.summary_capture.tracing(capture):
                 return (count + 1, *self._step(iterator, capture))

@@ -22,20 +22,20 @@ def _constants():
     found = {}
     for node in ast.parse(LAYERING.read_text()).body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id in ('FLOORS', 'SCRIPTS_FLOOR'):
+            if node.targets[0].id in ('FLOORS', 'SCRIPTS_FLOOR', 'SUBFLOORS'):
                 found[node.targets[0].id] = ast.literal_eval(node.value)
-    return found['FLOORS'], found['SCRIPTS_FLOOR']
+    return found['FLOORS'], found['SCRIPTS_FLOOR'], found['SUBFLOORS']
 
 
 def _modules(package):
     """The package's modules, sub-packages' as 'sub/module'."""
-    directory = ROOT / package
+    directory = ROOT / package.replace('.', '/')
     return [str(p.relative_to(directory).with_suffix('')) for p in
             sorted(directory.rglob('*.py')) if p.name != '__init__.py']
 
 
 def floor_map():
-    floors, scripts_floor = _constants()
+    floors, scripts_floor, subfloors = _constants()
     rows = ['| floor | package | modules |', '|---|---|---|']
     scripts = ([p.name for p in sorted(ROOT.glob('*.py'))]
                + [f'scripts/{p.name}' for p in sorted((ROOT / 'scripts').glob('*.py'))]
@@ -43,8 +43,12 @@ def floor_map():
     rows.append(f'| {scripts_floor} | the scripts | '
                 + ', '.join(f'`{s}`' for s in scripts) + ' |')
     for package, floor in sorted(floors.items(), key=lambda item: (-item[1], item[0])):
-        rows.append(f'| {floor} | `{package}/` | '
-                    + ', '.join(f'`{m}`' for m in _modules(package)) + ' |')
+        # A package with sub-packages: one row each, floor.sub-floor ('3.2').
+        subs = sorted(subfloors.get(package, {}).items(), key=lambda item: (-item[1], item[0]))
+        for name, row_floor in ([(f'{package}/{sub}', f'{floor}.{sub_floor}')
+                                 for sub, sub_floor in subs] or [(package, floor)]):
+            rows.append(f'| {row_floor} | `{name}/` | '
+                        + ', '.join(f'`{m}`' for m in _modules(name)) + ' |')
     return '\n'.join(rows)
 
 

@@ -28,7 +28,7 @@ class BatchNorm(Module):
     replica's, as TF-Slim's clones ran clone 0's update ops only: a read (a checkpoint
     save) needs no cross-replica reduction, which under multi-worker all-reduce only
     the saving chief would run. (The trainer makes every copy their mean after each
-    update: training.model_step.share_replica_statistics.)
+    update: training.loop.model_step.share_replica_statistics.)
     """
 
     def __init__(self, name: str = 'BatchNorm', params: BatchNormParams = BatchNormParams(),

@@ -6,7 +6,7 @@ rows each and an M x N weight, R x B x (M + N) numbers give the M x N sum over r
 size, the step all-reduces them instead of the gradient, and each worker multiplies
 them: the same sum, added in another order.
 
-While a `Recording` is open (training.model_step opens one when workers all-reduce),
+While a `Recording` is open (training.loop.model_step opens one when workers all-reduce),
 a matmul layer (fully connected, or a conv covering its whole input) whose weight is
 worth factoring records its inputs and outputs and stops its weight's gradient through
 the product: the tape then gives the weight's other terms (weight decay), and the

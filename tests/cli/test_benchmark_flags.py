@@ -4,7 +4,7 @@ import pytest
 from cli import configs, train_job
 from cli import flags as cli_flags
 from core.errors import UsageError
-from training.benchmark import BenchmarkConfig
+from training.benchmark.throughput import BenchmarkConfig
 
 TRAIN, EVAL = cli_flags.SCRIPTS[:2]
 

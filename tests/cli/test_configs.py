@@ -14,13 +14,15 @@ from core.errors import UsageError
 from datasets import dataset_utils
 from export import pipeline
 from preprocessing.augment_policies import AugmentationConfig
-from training import batch_mixing, distillation, train_loop
+from training.recipes import batch_mixing
+from training.recipes import distillation
+from training.loop import trainer
 
 TRAIN, EVAL, EXPORT, CONVERT = cli_flags.SCRIPTS
 
 # Config fields without a flag of their name: mapped in cli.configs, or not flags.
 UNNAMED_FIELDS = [
-    (TRAIN, train_loop.TrainConfig, {'num_image_summaries', 'mixing', 'distillation'}),
+    (TRAIN, trainer.TrainConfig, {'num_image_summaries', 'mixing', 'distillation'}),
     (TRAIN, batch_mixing.MixingConfig, set()),
     (TRAIN, distillation.DistillationConfig, set()),
     (TRAIN, DataConfig, {'image_size'}),

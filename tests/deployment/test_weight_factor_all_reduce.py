@@ -8,9 +8,9 @@ import tensorflow as tf
 from deployment.aggregation import AllReduce
 from nets import nets_factory
 from nets.layers.weight_factors import Factored
-from training import optimizers
-from training.model_step import ModelStep
-from training.train_config import TrainConfig
+from training.recipes import optimizers
+from training.loop.model_step import ModelStep
+from training.loop.train_config import TrainConfig
 
 BATCH = 4
 

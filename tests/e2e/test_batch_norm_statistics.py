@@ -80,7 +80,7 @@ def test_recomputed_statistics_reach_the_batch_statistics_accuracy(photos, tmp_p
     normalising each validation batch with its own moments (within 1/18, one image)."""
     import tensorflow as tf
     from nets import nets_factory
-    from training import checkpoints
+    from training.checkpoints import restore
     train_dir = tmp_path / 'train'
     _train(photos, train_dir, 400)
     _, as_trained = _evaluate(photos, train_dir, tmp_path / 'eval')
@@ -94,7 +94,7 @@ def test_recomputed_statistics_reach_the_batch_statistics_accuracy(photos, tmp_p
     assembly = assemble_data(data, is_training=False)
     network = nets_factory.get_network_fn('mobilenet_v1', assembly.num_classes)
     network.build(assembly.image_shape)
-    checkpoints.restore_network(network, str(train_dir))
+    restore.restore_network(network, str(train_dir))
     images, labels = next(iter(assembly.input_fn(None)))[:2]
     logits, _ = network(images, training=True)
     batch_statistics = float(np.mean(tf.argmax(logits, -1).numpy() == labels.numpy()))

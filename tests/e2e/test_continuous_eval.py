@@ -13,7 +13,9 @@ from cli import eval_job, run_record
 from cli.assembly import DataConfig
 from datasets import shapes
 from nets import nets_factory
-from training import checkpoint_watch, checkpoints, eval_loop
+from training.checkpoints import watch as watch_lib
+from training.checkpoints import restore
+from training.evaluation import evaluator
 
 WAIT_SECS = 120  # every wait is bounded by this; a passing run takes a few seconds
 
@@ -27,7 +29,7 @@ def _write_checkpoint(manager, network, global_step, step, seed):
 
 
 def _evaluated_steps(eval_dir):
-    path = eval_dir / eval_loop.METRICS_HISTORY_FILE
+    path = eval_dir / evaluator.METRICS_HISTORY_FILE
     if not path.exists():
         return []
     return [json.loads(line)['global_step'] for line in path.read_text().splitlines()]
@@ -47,7 +49,7 @@ def test_watch_evaluates_each_new_checkpoint_once_in_order_and_stops_at_the_last
     network.build((28, 28, 3))
     global_step = tf.Variable(0, dtype=tf.int64)
     manager = tf.train.CheckpointManager(
-        tf.train.Checkpoint(**{checkpoints.MODEL_KEY: network}, global_step=global_step),
+        tf.train.Checkpoint(**{restore.MODEL_KEY: network}, global_step=global_step),
         str(train_dir), max_to_keep=10, checkpoint_name='model.ckpt')
     # The training's record says it ends at step 30.
     train_dir.mkdir()
@@ -61,7 +63,7 @@ def test_watch_evaluates_each_new_checkpoint_once_in_order_and_stops_at_the_last
     def watch(backfill):
         outcome['metrics'] = eval_job.evaluate(
             data, str(train_dir), str(eval_dir), top_k=(1, 3),
-            watch=checkpoint_watch.WatchConfig(interval_secs=0.05, backfill=backfill))
+            watch=watch_lib.WatchConfig(interval_secs=0.05, backfill=backfill))
 
     # No timeout: only the final checkpoint can end the watch.
     watcher = threading.Thread(target=watch, args=(False,), daemon=True)
@@ -75,11 +77,11 @@ def test_watch_evaluates_each_new_checkpoint_once_in_order_and_stops_at_the_last
     assert _evaluated_steps(eval_dir) == [10, 20, 30]  # 5 predates the watch
 
     history = [json.loads(line) for line in
-               (eval_dir / eval_loop.METRICS_HISTORY_FILE).read_text().splitlines()]
+               (eval_dir / evaluator.METRICS_HISTORY_FILE).read_text().splitlines()]
     assert all(entry['num_examples'] == 37 for entry in history)
     assert all(entry['Recall_3'] >= entry['Accuracy'] for entry in history)
     best = max(history, key=lambda entry: entry['Accuracy'])  # first of a tie, as recorded
-    recorded = json.loads((eval_dir / eval_loop.BEST_CHECKPOINT_FILE).read_text())
+    recorded = json.loads((eval_dir / evaluator.BEST_CHECKPOINT_FILE).read_text())
     assert (recorded['global_step'], recorded['Accuracy']) == (best['global_step'],
                                                               best['Accuracy'])
     # A copy of the best survives the training's deletions, and evaluates the same.
@@ -88,7 +90,7 @@ def test_watch_evaluates_each_new_checkpoint_once_in_order_and_stops_at_the_last
         f'model.ckpt-{best["global_step"]}.data-00000-of-00001',
         f'model.ckpt-{best["global_step"]}.index']
     latest = history[-1]
-    confusion = np.loadtxt(eval_dir / eval_loop.CONFUSION_FILE, delimiter=',', skiprows=1,
+    confusion = np.loadtxt(eval_dir / evaluator.CONFUSION_FILE, delimiter=',', skiprows=1,
                            usecols=range(1, 11), dtype=np.int64)
     assert confusion.sum() == 37 and np.trace(confusion) == round(latest['Accuracy'] * 37)
     assert list(latest['per_class_accuracy']) == list(shapes.INFO.class_names)
@@ -104,9 +106,9 @@ def test_watch_refuses_a_checkpoint_prefix(tmp_path):
     data = DataConfig(dataset_name='shapes', dataset_split_name='validation',
                            dataset_dir=str(tmp_path), model_name='lenet', batch_size=4)
     (tmp_path / 'model.ckpt-5.index').write_bytes(b'')
-    with pytest.raises(eval_loop.UsageError, match='--eval_interval_secs'):
+    with pytest.raises(evaluator.UsageError, match='--eval_interval_secs'):
         eval_job.evaluate(data, str(tmp_path / 'model.ckpt-5'), str(tmp_path / 'eval'),
-                      watch=checkpoint_watch.WatchConfig(interval_secs=1))
+                      watch=watch_lib.WatchConfig(interval_secs=1))
 
 
 def test_watch_may_start_before_the_training_makes_its_directory(tmp_path):
@@ -115,6 +117,6 @@ def test_watch_may_start_before_the_training_makes_its_directory(tmp_path):
                            dataset_dir=str(tmp_path / 'data'), model_name='lenet',
                            batch_size=4)
     metrics = eval_job.evaluate(data, str(tmp_path / 'train_not_yet'), str(tmp_path / 'eval'),
-                            watch=checkpoint_watch.WatchConfig(interval_secs=0.05,
+                            watch=watch_lib.WatchConfig(interval_secs=0.05,
                                                         timeout_secs=0.2))
     assert metrics == {}  # it waited, saw nothing, and timed out

@@ -8,7 +8,7 @@ import tensorflow as tf
 from helpers.scripts import run_script
 
 from datasets import dataset_factory
-from training import checkpoints
+from training.checkpoints import restore
 from nets import nets_factory
 from preprocessing import preprocessing_factory
 
@@ -60,7 +60,7 @@ def test_train_eval_export_reload(tmp_path, shapes_dir):
     images = tf.stack([preprocess(spec.decode(r)[0], 32, 32) for r in records])
     network = nets_factory.get_network_fn('cifarnet', 10)
     network.build((32, 32, 3))
-    checkpoints.restore_network(network, str(train))
+    restore.restore_network(network, str(train))
     expected = network(images, training=False)[0].numpy()
     served = tf.saved_model.load(str(export)).signatures['serving_preprocessed'](images=images)
     np.testing.assert_allclose(served['logits'].numpy(), expected, rtol=1e-4, atol=1e-4)

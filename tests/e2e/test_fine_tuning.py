@@ -15,7 +15,7 @@ from helpers.scripts import EVAL, EXPORT, TRAIN, run_script
 
 from core.naming import slim_name
 from nets import nets_factory
-from training import checkpoints
+from training.checkpoints import restore as restore_lib
 
 # model -> (image size small enough for a fast test, the scopes of its classifier).
 FINE_TUNED = {
@@ -113,7 +113,7 @@ def test_fine_tuning_trains_only_the_trainable_scopes(recipe):
     assert result.returncode == 0, result.stderr[-3000:]
     net = nets_factory.get_network_fn(recipe['model_name'], 10)
     net.build((recipe['image_size'],) * 2 + (3,))
-    assert checkpoints.restore_network(net, str(recipe['work'] / 'train')) == STEPS
+    assert restore_lib.restore_network(net, str(recipe['work'] / 'train')) == STEPS
     in_scopes = lambda name: any(name.startswith(s) for s in recipe['scopes'])  # noqa: E731
     for variable in net.trainable_variables:
         name = slim_name(variable)
@@ -147,7 +147,7 @@ def test_fine_tuned_model_exports_what_it_computes(recipe):
     net = nets_factory.get_network_fn(recipe['model_name'], 10)
     size = recipe['image_size']
     net.build((size, size, 3))
-    checkpoints.restore_network(net, str(recipe['work'] / 'train'))
+    restore_lib.restore_network(net, str(recipe['work'] / 'train'))
     images = np.random.default_rng(5).uniform(-1, 1, (2, size, size, 3)).astype(np.float32)
     expected = net(images, training=False)[0].numpy()
     serve = tf.saved_model.load(str(recipe['work'] / 'export')).signatures['serving_preprocessed']

@@ -21,7 +21,7 @@ from helpers.scripts import EXPORT, run_script
 from nets import nets_factory, registry
 from nets.keras_import import catalog, transfer
 from preprocessing import preprocessing_factory
-from training import checkpoints
+from training.checkpoints import restore
 
 IMPORT = 'import_keras_weights.py'
 KERAS_CLASSES = 1000
@@ -41,7 +41,7 @@ def _our_serving(model_name, imported, batch, image_size):
     """Our net restored from the imported checkpoint, on preprocessed images."""
     network = nets_factory.get_network_fn(model_name, KERAS_CLASSES)
     network.build((image_size, image_size, 3))
-    checkpoints.restore_network(network, str(imported))
+    restore.restore_network(network, str(imported))
     return network(batch, training=False)[0].numpy()
 
 

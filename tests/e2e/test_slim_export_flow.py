@@ -13,7 +13,7 @@ from helpers.scripts import EXPORT, TRAIN, run_script
 from core.naming import slim_name
 from export import exporter
 from nets import nets_factory
-from training import checkpoints
+from training.checkpoints import restore
 
 PREDICTIONS = 'CifarNet/Predictions/Reshape_1'
 
@@ -70,7 +70,7 @@ def _ok(result):
 def _predictions(checkpoint, images):
     """The net's predictions in process, its weights restored from `checkpoint`."""
     net = _built_cifarnet()
-    checkpoints.restore_network(net, str(checkpoint))
+    restore.restore_network(net, str(checkpoint))
     return net(images, training=False)[1]['Predictions'].numpy()
 
 

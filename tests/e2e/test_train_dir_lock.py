@@ -13,7 +13,7 @@ import time
 
 import tensorflow as tf
 from helpers import testing_utils
-from training.train_dir_lock import LOCK_FILE
+from training.checkpoints.lock import LOCK_FILE
 
 ROOT = testing_utils.TEST_DATA.parent.parent
 WAIT_SECS = 180  # every wait is bounded by this; a passing run takes seconds

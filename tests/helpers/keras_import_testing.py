@@ -120,7 +120,7 @@ def check_import(model_name: str, tmp_path, image_size: int, seed: int = 0,
     from core.naming import slim_name  # pylint: disable=import-outside-toplevel
     from nets import nets_factory  # pylint: disable=import-outside-toplevel
     from nets.keras_import import catalog, transfer  # pylint: disable=import-outside-toplevel
-    from training import checkpoints  # pylint: disable=import-outside-toplevel
+    from training.checkpoints import restore
 
     counterpart = catalog.get(model_name)
     keras_model = counterpart.build_keras(image_size)
@@ -141,10 +141,10 @@ def check_import(model_name: str, tmp_path, image_size: int, seed: int = 0,
     network = nets_factory.get_network_fn(model_name, 1000, **counterpart.network_options)
     images = transfer.seeded_images(image_size, seed + 2)
     network(tf.constant(images[:1]), training=False)
-    plan = checkpoints.plan_restore(network, output)
+    plan = restore.plan_restore(network, output)
     assert [n for n in plan.missing if not counterpart.is_unfilled(n)] == []
     assert not plan.mismatched and not plan.checkpoint_only
-    checkpoints.restore_network(network, output, ignore_missing_vars=True)
+    restore.restore_network(network, output, ignore_missing_vars=True)
     agreement = transfer.logits_agreement(counterpart, keras_model, network, image_size,
                                           seed=seed + 2, tolerance=TOLERANCE)
     assert agreement.agrees, agreement.describe()

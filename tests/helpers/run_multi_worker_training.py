@@ -20,7 +20,9 @@ from cli import guard  # noqa: E402
 from deployment import cluster, model_deploy  # noqa: E402
 from deployment import plan as deployment_plan  # noqa: E402
 from nets import nets_factory  # noqa: E402
-from training import learning_rate, optimizers, train_loop  # noqa: E402
+from training.recipes import learning_rate
+from training.recipes import optimizers
+from training.loop import trainer as trainer_lib
 
 NUM_WORKERS, BATCH, STEPS = 2, 4, 4
 
@@ -64,12 +66,12 @@ def main(out_path, train_dir, reference):
         network = nets_factory.get_network_fn('lenet', 10, is_training=True,
                                               dropout_keep_prob=1.0)
         optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig('momentum'))
-    trainer = train_loop.Trainer(
+    trainer = trainer_lib.Trainer(
         plan=plan, network=network, optimizer=optimizer,
         learning_rate_fn=learning_rate.create_learning_rate_fn(
             learning_rate.LearningRateConfig('fixed', learning_rate=0.1), 100, batch),
         input_fn=input_fn, image_shape=(28, 28, 1),
-        config=train_loop.TrainConfig(train_dir=train_dir, batch_size=batch,
+        config=trainer_lib.TrainConfig(train_dir=train_dir, batch_size=batch,
                                       max_number_of_steps=STEPS, save_summaries_secs=0))
     with strategy.scope():
         set_initial_weights(network)

@@ -16,7 +16,9 @@ import tensorflow as tf  # noqa: E402
 
 from core import seeding  # noqa: E402
 from nets import nets_factory  # noqa: E402
-from training import learning_rate, optimizers, train_loop  # noqa: E402
+from training.recipes import learning_rate
+from training.recipes import optimizers
+from training.loop import trainer as trainer_lib
 
 
 def _free_port():
@@ -49,12 +51,12 @@ def main(train_dir):
         network = nets_factory.get_network_fn('lenet', 10, is_training=True,
                                               dropout_keep_prob=1.0)
         optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig('momentum'))
-    trainer = train_loop.Trainer(
+    trainer = trainer_lib.Trainer(
         strategy=strategy, network=network, optimizer=optimizer,
         learning_rate_fn=learning_rate.create_learning_rate_fn(
             learning_rate.LearningRateConfig('fixed', learning_rate=0.01), 100, 8),
         input_fn=input_fn, image_shape=(28, 28, 1),
-        config=train_loop.TrainConfig(train_dir=train_dir, batch_size=8,
+        config=trainer_lib.TrainConfig(train_dir=train_dir, batch_size=8,
                                       max_number_of_steps=6, log_every_n_steps=3))
     before = network.trainable_variables[0].numpy()
     metrics = trainer.train()

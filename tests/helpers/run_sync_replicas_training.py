@@ -35,7 +35,9 @@ from cli import guard  # noqa: E402
 from deployment import cluster, model_deploy, sync_replicas  # noqa: E402
 from deployment import plan as deployment_plan  # noqa: E402
 from nets import nets_factory  # noqa: E402
-from training import learning_rate, optimizers, train_loop  # noqa: E402
+from training.recipes import learning_rate
+from training.recipes import optimizers
+from training.loop import trainer as trainer_lib
 
 BATCH = 4
 
@@ -145,11 +147,11 @@ def main(args):
         network = nets_factory.get_network_fn('lenet', 10, is_training=True,
                                               dropout_keep_prob=1.0)
         optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig('momentum'))
-    config = train_loop.TrainConfig(train_dir=args.train_dir, batch_size=batch,
+    config = trainer_lib.TrainConfig(train_dir=args.train_dir, batch_size=batch,
                                     max_number_of_steps=args.warmup_steps or args.steps,
                                     log_every_n_steps=args.log_every,
                                     save_summaries_secs=0)
-    trainer = train_loop.Trainer(
+    trainer = trainer_lib.Trainer(
         plan=deployment_plan.for_strategy(
             strategy, replicas_to_aggregate=None if args.reference else args.aggregate),
         network=network, optimizer=optimizer,

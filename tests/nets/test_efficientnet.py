@@ -10,7 +10,7 @@ import tensorflow as tf
 from helpers import testing_utils
 from nets import layers, nets_factory
 from nets.layers.fake_quant import QuantizationParams
-from training import checkpoints
+from training.checkpoints import restore
 
 SIZE = 64  # every test's image size: strides 2..32 leave a 2x2 map
 
@@ -115,10 +115,10 @@ def test_a_stand_in_official_checkpoint_restores_every_variable_by_name(
               for n, s in official_variables(scope, blocks).items()}
     prefix = testing_utils.write_tf1_checkpoint(tmp_path / 'model.ckpt', values)
     net, _ = built[name]
-    plan = checkpoints.plan_restore(net, prefix)
+    plan = restore.plan_restore(net, prefix)
     assert (plan.missing, plan.mismatched, plan.checkpoint_only) == ([], [], [])
     assert len(plan.restored) == len(values)
-    checkpoints.restore_network(net, prefix)
+    restore.restore_network(net, prefix)
     kernel = f'{scope}/head/dense/kernel'
     restored = {v.name[:-2]: v for v in net.variables}[kernel]
     np.testing.assert_array_equal(restored.numpy(), values[kernel])

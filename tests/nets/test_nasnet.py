@@ -7,8 +7,10 @@ import tensorflow as tf
 from datasets import shapes
 from nets import nets_factory
 from nets.nasnet import cell_network, cells
-from training import learning_rate as lr_config
-from training import losses, optimizers, train_loop
+from training.recipes import learning_rate as lr_config
+from training.recipes import losses
+from training.recipes import optimizers
+from training.loop import trainer as trainer_lib
 
 # A nasnet_cifar small enough to train in a test: 3 cells (one per stage) of 8 filters.
 SMALL_CIFAR = dict(num_cells=3, num_conv_filters=8)
@@ -101,11 +103,11 @@ def _trainer(network, train_dir, images, labels, *, max_steps, learning_rate=0.0
     lr_fn = lr_config.create_learning_rate_fn(
         lr_config.LearningRateConfig('fixed', learning_rate=learning_rate), 1000,
         len(labels))
-    return train_loop.Trainer(
+    return trainer_lib.Trainer(
         strategy=tf.distribute.get_strategy(), network=network, optimizer=optimizer,
         learning_rate_fn=lr_fn, input_fn=lambda context: dataset,
         image_shape=images.shape[1:],
-        config=train_loop.TrainConfig(train_dir=str(train_dir), batch_size=len(labels),
+        config=trainer_lib.TrainConfig(train_dir=str(train_dir), batch_size=len(labels),
                                       max_number_of_steps=max_steps, log_every_n_steps=10))
 
 

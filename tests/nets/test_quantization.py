@@ -196,11 +196,11 @@ def test_int8_tflite_model_takes_the_learned_ranges():
 
 
 def test_a_float_checkpoint_starts_quantization_aware_fine_tuning(tmp_path):
-    from training import checkpoints  # pylint: disable=import-outside-toplevel
+    from training.checkpoints import restore
     float_net = testing_utils.built_cifarnet()
     path = tf.train.Checkpoint(model=float_net).save(str(tmp_path / 'model.ckpt'))
     net = nets_factory.get_network_fn('cifarnet', 10, is_training=True,
                                       quantization=quantization.QuantizationParams())
     net.build((32, 32, 3))
-    checkpoints.restore_network(net, path, fine_tuning=True)  # ranges: from the 1st batch
+    restore.restore_network(net, path, fine_tuning=True)  # ranges: from the 1st batch
     np.testing.assert_array_equal(net.conv1.weights.numpy(), float_net.conv1.weights.numpy())

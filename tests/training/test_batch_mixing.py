@@ -1,11 +1,13 @@
-"""Mixup and cutmix (training.batch_mixing): images and targets mixed by one weight per
+"""Mixup and cutmix (training.recipes.batch_mixing): images and targets mixed by one weight per
 batch, cutmix's weight the unpasted fraction counted in pixels, seeded draws."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from core.errors import UsageError
-from training import batch_mixing, losses, train_config
+from training.recipes import batch_mixing
+from training.recipes import losses
+from training.loop import train_config
 
 NUM_CLASSES = 5
 

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from nets import layers
-from training import batch_norm_statistics
+from training.evaluation import batch_norm_statistics
 
 RECOMPUTE = layers.BatchNormParams(decay=0.0, epsilon=0.001, center=True, scale=True)
 

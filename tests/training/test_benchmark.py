@@ -9,8 +9,11 @@ import tensorflow as tf
 
 from core.errors import UsageError
 from nets import flops, nets_factory
-from training import benchmark, eval_loop, optimizers, train_loop
-from training.benchmark_report import BenchmarkResult, Setting, Spread
+from training.benchmark import throughput
+from training.evaluation import evaluator as evaluator_lib
+from training.recipes import optimizers
+from training.loop import trainer as trainer_lib
+from training.benchmark.report import BenchmarkResult, Setting, Spread
 
 QUICK = dict(rounds=2, steps_per_round=3, warmup_steps=2, peak_matrix_size=256)
 
@@ -63,17 +66,17 @@ def _lenet_trainer(train_dir, batch_size=8):
     with tf.distribute.get_strategy().scope():
         network = nets_factory.get_network_fn('lenet', 10, is_training=True)
         optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig('sgd'))
-    return train_loop.Trainer(
+    return trainer_lib.Trainer(
         strategy=tf.distribute.get_strategy(), network=network, optimizer=optimizer,
         learning_rate_fn=lambda step: tf.constant(0.01),
-        input_fn=benchmark.synthetic_input_fn(batch_size, (28, 28, 1), 10),
+        input_fn=throughput.synthetic_input_fn(batch_size, (28, 28, 1), 10),
         image_shape=(28, 28, 1),
-        config=train_loop.TrainConfig(train_dir=str(train_dir), batch_size=batch_size))
+        config=trainer_lib.TrainConfig(train_dir=str(train_dir), batch_size=batch_size))
 
 
 def _slow_input_fn(seconds_per_batch, batch_size=8):
     """Synthetic batches, each delayed: an input pipeline the step waits for."""
-    synthetic = benchmark.synthetic_input_fn(batch_size, (28, 28, 1), 10)
+    synthetic = throughput.synthetic_input_fn(batch_size, (28, 28, 1), 10)
 
     def delayed(images, labels):
         waited = tf.py_function(lambda: time.sleep(seconds_per_batch) or 0, [], tf.int32)
@@ -85,8 +88,8 @@ def _slow_input_fn(seconds_per_batch, batch_size=8):
 
 def test_training_benchmark_runs_the_trainers_step_and_measures_the_input_wait(tmp_path):
     trainer = _lenet_trainer(tmp_path / 'train')
-    run = benchmark.benchmark_training(
-        trainer, benchmark.BenchmarkConfig(**QUICK), _setting('training'), num_classes=10,
+    run = throughput.benchmark_training(
+        trainer, throughput.BenchmarkConfig(**QUICK), _setting('training'), num_classes=10,
         real_input_fn=_slow_input_fn(0.05))
     result = run.result
     # Warm-up (2 steps) and 2 rounds of 3 on each input (the real one's after an untimed
@@ -111,10 +114,10 @@ def test_training_benchmark_runs_the_trainers_step_and_measures_the_input_wait(t
 
 def test_synthetic_only_has_no_input_wait_and_steps_fill_the_round_time(tmp_path,
                                                                        monkeypatch):
-    monkeypatch.setattr(benchmark, 'ROUND_SECONDS', 0.5)
+    monkeypatch.setattr(throughput, 'ROUND_SECONDS', 0.5)
     trainer = _lenet_trainer(tmp_path / 'train')
-    config = benchmark.BenchmarkConfig(rounds=1, warmup_steps=3, peak_matrix_size=256)
-    result = benchmark.benchmark_training(trainer, config, _setting('training'),
+    config = throughput.BenchmarkConfig(rounds=1, warmup_steps=3, peak_matrix_size=256)
+    result = throughput.benchmark_training(trainer, config, _setting('training'),
                                           num_classes=10).result
     assert result.input_wait is None and result.synthetic_images_per_second is None
     assert 'input wait    n/a with synthetic data' in result.text()
@@ -127,9 +130,9 @@ def test_synthetic_only_has_no_input_wait_and_steps_fill_the_round_time(tmp_path
 def test_evaluation_benchmark_times_the_evaluators_counting_loop():
     network = nets_factory.get_network_fn('lenet', 10)
     network.build((28, 28, 1))
-    evaluator = eval_loop.Evaluator(network, num_classes=10)
-    result = benchmark.benchmark_evaluation(
-        evaluator, benchmark.BenchmarkConfig(**QUICK), _setting('evaluation'),
+    evaluator = evaluator_lib.Evaluator(network, num_classes=10)
+    result = throughput.benchmark_evaluation(
+        evaluator, throughput.BenchmarkConfig(**QUICK), _setting('evaluation'),
         batch_size=8).result
     forward = flops.network_forward_flops(network, (28, 28, 1))
     assert result.achieved_gflops.per_round == pytest.approx(
@@ -140,7 +143,7 @@ def test_evaluation_benchmark_times_the_evaluators_counting_loop():
 def test_count_only_reads_the_batches_asked_for_or_to_the_end():
     network = nets_factory.get_network_fn('lenet', 10)
     network.build((28, 28, 1))
-    evaluator = eval_loop.Evaluator(network, num_classes=10)
+    evaluator = evaluator_lib.Evaluator(network, num_classes=10)
     images = np.zeros([12, 28, 28, 1], np.float32)
     dataset = tf.data.Dataset.from_tensor_slices((images, np.zeros(12, np.int64))).batch(4)
     iterator = evaluator.batches(dataset, 4)
@@ -149,7 +152,7 @@ def test_count_only_reads_the_batches_asked_for_or_to_the_end():
 
 
 def test_the_peak_is_a_matmul_rate_in_the_compute_dtype():
-    peak = benchmark.MatmulPeak(tf.bfloat16, size=256)
+    peak = throughput.MatmulPeak(tf.bfloat16, size=256)
     assert peak.dtype == tf.bfloat16 and peak.gflops() > 0
 
 
@@ -175,7 +178,7 @@ def test_report_prints_and_writes_every_figure(tmp_path):
         '  of peak       0.80 median [0.78, 0.81]',
         '  input wait    5.0 % median [0.1 %, 10.0 %] of step time (against synthetic '
         'data: 15 img/s median [14, 16])']
-    path = tmp_path / 'new' / 'benchmark.json'
+    path = tmp_path / 'new' / 'throughput.json'
     result.write_json(str(path))
     written = json.loads(path.read_text())
     assert written['images_per_second'] == {'median': 14.2, 'min': 13.9, 'max': 14.5,
@@ -191,9 +194,9 @@ def test_report_prints_and_writes_every_figure(tmp_path):
 
 def test_options_out_of_range_and_cluster_modes_are_refused():
     with pytest.raises(UsageError, match='--benchmark_rounds=0'):
-        benchmark.BenchmarkConfig(rounds=0)
+        throughput.BenchmarkConfig(rounds=0)
     with pytest.raises(UsageError, match='--benchmark_steps=0 .* about 10 s'):
-        benchmark.BenchmarkConfig(steps_per_round=0)
+        throughput.BenchmarkConfig(steps_per_round=0)
     with pytest.raises(UsageError, match='one process.*drop the cluster flags'):
-        benchmark.check_one_process('parameter_server')
-    benchmark.check_one_process('mirrored')
+        throughput.check_one_process('parameter_server')
+    throughput.check_one_process('mirrored')

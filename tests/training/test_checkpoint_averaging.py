@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from core.errors import UsageError
-from training import checkpoint_averaging
+from training.checkpoints import averaging as averaging_lib
 
 
 class _Net(tf.Module):
@@ -35,7 +35,7 @@ def _values(prefix):
 def test_the_average_is_the_elementwise_mean_exactly(tmp_path):
     first = _save(tmp_path, 10, _Net(seed=1), 1.0)
     second = _save(tmp_path, 20, _Net(seed=2), 2.0)
-    result = checkpoint_averaging.average([first, second], str(tmp_path / 'averaged'))
+    result = averaging_lib.average([first, second], str(tmp_path / 'averaged'))
     assert result.prefix == str(tmp_path / 'averaged' / 'model.ckpt-20')
     assert result.num_averaged == 2 and result.steps == (10, 20)
     a, b, averaged = _values(first), _values(second), _values(result.prefix)
@@ -56,7 +56,7 @@ def test_checkpoints_of_different_networks_are_refused_in_one_line(tmp_path):
     other = _save(tmp_path, 2, _Net(shape=(5, 4)), 0.0)
     with pytest.raises(UsageError, match=r'not of one network \(model/weights: shape '
                                          r'\[3, 4\] float32 against \[5, 4\] float32\)'):
-        checkpoint_averaging.average([first, other], str(tmp_path / 'out'))
+        averaging_lib.average([first, other], str(tmp_path / 'out'))
     assert not (tmp_path / 'out').exists()
 
 
@@ -66,19 +66,19 @@ def test_files_it_did_not_write_are_never_replaced_without_overwrite(tmp_path):
     out.mkdir()
     (out / 'checkpoint').write_text('a user\'s state file\n')
     with pytest.raises(UsageError, match=r'out/checkpoint exists already; pass --overwrite'):
-        checkpoint_averaging.average(sources, str(out))
+        averaging_lib.average(sources, str(out))
     assert (out / 'checkpoint').read_text() == 'a user\'s state file\n'
-    checkpoint_averaging.average(sources, str(out), overwrite=True)
+    averaging_lib.average(sources, str(out), overwrite=True)
     # Its own state file it replaces; a checkpoint of the same step it does not.
-    checkpoint_averaging.average(sources[:1] * 2, str(out))
+    averaging_lib.average(sources[:1] * 2, str(out))
     with pytest.raises(UsageError, match=r'model.ckpt-2.index exists already'):
-        checkpoint_averaging.average(sources, str(out))
+        averaging_lib.average(sources, str(out))
 
 
 def test_the_training_directory_itself_is_refused(tmp_path):
     sources = [_save(tmp_path, step, _Net(seed=step), 0.0) for step in (1, 2)]
     with pytest.raises(UsageError, match='holds the checkpoints being averaged'):
-        checkpoint_averaging.average(sources, str(tmp_path), overwrite=True)
+        averaging_lib.average(sources, str(tmp_path), overwrite=True)
 
 
 def test_the_newest_intact_checkpoints_of_a_directory(tmp_path, caplog):
@@ -90,6 +90,6 @@ def test_the_newest_intact_checkpoints_of_a_directory(tmp_path, caplog):
         manager.save(checkpoint_number=step)
     damaged = train / 'model.ckpt-4.data-00000-of-00001'
     damaged.write_bytes(damaged.read_bytes()[:10])
-    chosen = checkpoint_averaging.newest_intact(str(train), 2)
+    chosen = averaging_lib.newest_intact(str(train), 2)
     assert chosen == [str(train / 'model.ckpt-2'), str(train / 'model.ckpt-3')]
     assert 'model.ckpt-4 (model.ckpt-4.data-00000-of-00001 is truncated' in caplog.text

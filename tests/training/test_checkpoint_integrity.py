@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 from core.errors import UsageError
-from training import checkpoint_integrity, checkpoints
+from training.checkpoints import integrity
+from training.checkpoints import restore
 
 
 def _manager(train_dir, max_to_keep=5):
@@ -56,11 +57,11 @@ DAMAGE = {
 @pytest.mark.parametrize('damage', DAMAGE)
 def test_damage_is_named_and_the_newest_intact_checkpoint_found(tmp_path, damage):
     prefixes = _saved(tmp_path, [1, 2, 3])
-    assert checkpoint_integrity.find_damage(prefixes[3]) is None
+    assert integrity.find_damage(prefixes[3]) is None
     harm, description = DAMAGE[damage]
     harm(prefixes[3])
-    assert description in checkpoint_integrity.find_damage(prefixes[3])
-    search = checkpoint_integrity.newest_intact(str(tmp_path))
+    assert description in integrity.find_damage(prefixes[3])
+    search = integrity.newest_intact(str(tmp_path))
     assert search.intact == prefixes[2]
     assert [prefix for prefix, _ in search.damaged] == [prefixes[3]]
     message = search.fallback_message('evaluating')
@@ -72,25 +73,25 @@ def test_damage_is_named_and_the_newest_intact_checkpoint_found(tmp_path, damage
 def test_a_directory_resolves_to_its_newest_intact_checkpoint(tmp_path, caplog):
     prefixes = _saved(tmp_path, [1, 2, 3])
     os.truncate(_data(prefixes[3]), 10)
-    assert checkpoints.resolve_checkpoint(str(tmp_path)) == prefixes[2]
+    assert restore.resolve_checkpoint(str(tmp_path)) == prefixes[2]
     assert sum('is damaged' in r.getMessage() for r in caplog.records) == 1
     with pytest.raises(UsageError, match=r'Checkpoint .*model.ckpt-3 is damaged \(model'
                        r'.ckpt-3.data-00000-of-00001 is truncated \(10 bytes\)\); pass '
                        r'another checkpoint, or its directory'):
-        checkpoints.resolve_checkpoint(prefixes[3], verify=True)
+        restore.resolve_checkpoint(prefixes[3], verify=True)
     for prefix in prefixes.values():
         os.truncate(_data(prefix), 10)
     with pytest.raises(UsageError, match='holds no intact checkpoint; pass another '
                        '--checkpoint_path'):
-        checkpoints.resolve_checkpoint(str(tmp_path))
+        restore.resolve_checkpoint(str(tmp_path))
 
 
 def test_nothing_damaged_changes_nothing(tmp_path):
     _saved(tmp_path, [1, 2, 3])
     state = (tmp_path / 'checkpoint').read_text()
-    search = checkpoint_integrity.newest_intact(str(tmp_path), unlisted=True)
+    search = integrity.newest_intact(str(tmp_path), unlisted=True)
     assert search.intact == str(tmp_path / 'model.ckpt-3') and not search.damaged
-    assert not checkpoint_integrity.repair_state(search)
+    assert not integrity.repair_state(search)
     assert (tmp_path / 'checkpoint').read_text() == state
 
 
@@ -100,9 +101,9 @@ def test_the_repaired_state_lists_what_exists_and_the_manager_keeps_damaged_file
     os.truncate(_data(prefixes[4]), 100)
     os.remove(prefixes[3] + '.index')
     before = tf.train.get_checkpoint_state(str(tmp_path))
-    search = checkpoint_integrity.newest_intact(str(tmp_path), unlisted=True)
+    search = integrity.newest_intact(str(tmp_path), unlisted=True)
     assert search.intact == prefixes[2] and len(search.damaged) == 2
-    assert checkpoint_integrity.repair_state(search)
+    assert integrity.repair_state(search)
     state = tf.train.get_checkpoint_state(str(tmp_path))
     assert state.model_checkpoint_path == prefixes[2]
     assert list(state.all_model_checkpoint_paths) == [prefixes[2]]
@@ -124,10 +125,10 @@ def test_an_unlisted_complete_checkpoint_counts_for_the_training_only(tmp_path):
     state = (tmp_path / 'checkpoint').read_text()
     _saved(tmp_path, [3])  # as a save killed before it listed its checkpoint:
     (tmp_path / 'checkpoint').write_text(state)
-    assert checkpoint_integrity.newest_intact(str(tmp_path)).intact == prefixes[2]
-    search = checkpoint_integrity.newest_intact(str(tmp_path), unlisted=True)
+    assert integrity.newest_intact(str(tmp_path)).intact == prefixes[2]
+    search = integrity.newest_intact(str(tmp_path), unlisted=True)
     assert search.intact == str(tmp_path / 'model.ckpt-3')
-    assert checkpoint_integrity.repair_state(search)
+    assert integrity.repair_state(search)
     assert tf.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths[:] == [
         prefixes[1], prefixes[2], str(tmp_path / 'model.ckpt-3')]
 
@@ -135,14 +136,14 @@ def test_an_unlisted_complete_checkpoint_counts_for_the_training_only(tmp_path):
 def test_a_save_of_a_damaged_checkpoints_step_sets_its_files_aside(tmp_path):
     prefixes = _saved(tmp_path, [1, 2])
     os.truncate(_data(prefixes[2]), 5)
-    checkpoint_integrity.repair_state(checkpoint_integrity.newest_intact(str(tmp_path)))
+    integrity.repair_state(integrity.newest_intact(str(tmp_path)))
     manager = _manager(tmp_path)
-    assert checkpoint_integrity.set_aside(prefixes[1], manager.checkpoints) == []  # listed
-    moved = checkpoint_integrity.set_aside(prefixes[2], manager.checkpoints)
+    assert integrity.set_aside(prefixes[1], manager.checkpoints) == []  # listed
+    moved = integrity.set_aside(prefixes[2], manager.checkpoints)
     assert sorted(os.path.basename(path) for path in moved) == [
         'model.ckpt-2.data-00000-of-00001', 'model.ckpt-2.index']
     assert all(os.path.dirname(path).startswith(
-        str(tmp_path / checkpoint_integrity.DAMAGED_DIR)) for path in moved)
+        str(tmp_path / integrity.DAMAGED_DIR)) for path in moved)
     assert os.path.getsize(moved[0] if moved[0].endswith('1') else moved[1]) == 5
     assert not os.path.exists(prefixes[2] + '.index')
-    assert checkpoint_integrity.set_aside(str(tmp_path / 'model.ckpt-9'), []) == []
+    assert integrity.set_aside(str(tmp_path / 'model.ckpt-9'), []) == []

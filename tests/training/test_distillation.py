@@ -1,4 +1,4 @@
-"""Knowledge distillation (training.distillation, losses.distillation_loss): the loss is
+"""Knowledge distillation (training.recipes.distillation, losses.distillation_loss): the loss is
 Hinton et al.'s formula; the teacher is restored from either kind of checkpoint, frozen,
 kept out of the student's checkpoints, and composes with clones, gradient accumulation
 and mixing; and, through the scripts, a student trained with a teacher against one
@@ -21,7 +21,12 @@ from helpers.scripts import EVAL, TRAIN, run_script
 from core.errors import UsageError
 from core.naming import slim_name
 from nets import nets_factory
-from training import batch_mixing, checkpoints, distillation, losses, optimizers, train_loop
+from training.recipes import batch_mixing
+from training.checkpoints import restore as restore_lib
+from training.recipes import distillation
+from training.recipes import losses
+from training.recipes import optimizers
+from training.loop import trainer as trainer_lib
 
 IMAGE_SHAPE = (32, 32, 3)
 RTOL, ATOL = 1e-5, 1e-6
@@ -125,7 +130,7 @@ def _trained_like_cifarnet(num_classes=10, seed=0):
 
 
 def _object_checkpoint(network, prefix):
-    return tf.train.Checkpoint(**{checkpoints.MODEL_KEY: network}).write(str(prefix))
+    return tf.train.Checkpoint(**{restore_lib.MODEL_KEY: network}).write(str(prefix))
 
 
 def _name_based_checkpoint(network, prefix):
@@ -235,10 +240,10 @@ def _trainer(strategy, train_dir, input_fn, *, batch_size=4, micro_batches=1, ma
         optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig('momentum'))
     teacher = (distillation.DistillationConfig('cifarnet', str(teacher_path), 0.7, 2.0)
                if teacher_path else distillation.DistillationConfig())
-    return train_loop.Trainer(
+    return trainer_lib.Trainer(
         strategy=strategy, network=network, optimizer=optimizer,
         learning_rate_fn=lambda step: tf.constant(0.05), input_fn=input_fn,
-        image_shape=IMAGE_SHAPE, config=train_loop.TrainConfig(
+        image_shape=IMAGE_SHAPE, config=trainer_lib.TrainConfig(
             train_dir=str(train_dir), batch_size=batch_size, max_number_of_steps=max_steps,
             gradient_accumulation_steps=micro_batches, mixing=mixing,
             distillation=teacher, save_interval_secs=0, num_image_summaries=batch_size))
@@ -298,9 +303,9 @@ def test_one_device_clones_and_micro_batches_distil_alike(tmp_path):
     assert keys[0] == keys[1] == keys[3]
     evaluated = nets_factory.get_network_fn('lenet', 10)
     evaluated.build(IMAGE_SHAPE)
-    plan = checkpoints.plan_restore(evaluated, str(tmp_path / 'one'))
+    plan = restore_lib.plan_restore(evaluated, str(tmp_path / 'one'))
     assert not plan.missing and not plan.checkpoint_only and not plan.mismatched
-    checkpoints.restore_network(evaluated, str(tmp_path / 'one'))
+    restore_lib.restore_network(evaluated, str(tmp_path / 'one'))
     for name, value in _values(evaluated).items():
         np.testing.assert_array_equal(value, reference[name], err_msg=name)
 

@@ -9,7 +9,8 @@ import tensorflow as tf
 
 from helpers import testing_utils
 
-from training import checkpoint_watch, eval_loop
+from training.checkpoints import watch as watch_lib
+from training.evaluation import evaluator as evaluator_lib
 
 
 @pytest.mark.parametrize('batch_size', [1, 5, 23, 100])
@@ -21,7 +22,7 @@ def test_evaluation_counts_every_example_once_whatever_the_batch(batch_size):
     ranks = (logits > logits[np.arange(len(labels)), labels][:, None]).sum(-1)
     expected_top5 = np.mean(ranks < 5)
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(batch_size)
-    metrics = eval_loop.evaluate(net, dataset, num_examples=len(labels))
+    metrics = evaluator_lib.evaluate(net, dataset, num_examples=len(labels))
     assert metrics['num_examples'] == 23
     assert metrics['Accuracy'] == pytest.approx(expected_top1)
     assert metrics['Recall_5'] == pytest.approx(expected_top5)
@@ -33,13 +34,13 @@ def test_max_num_batches_limits_the_pass(max_num_batches):
     """Batches are counted two per loop iteration: an odd limit still reads no more."""
     images, labels = testing_utils.cifar_sized_examples()
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(5)
-    metrics = eval_loop.evaluate(testing_utils.built_cifarnet(), dataset,
+    metrics = evaluator_lib.evaluate(testing_utils.built_cifarnet(), dataset,
                                  max_num_batches=max_num_batches)
     assert metrics['num_examples'] == 5 * max_num_batches
 
 
 def test_count_only_leaves_the_iterator_after_the_batches_it_counted():
-    evaluator = eval_loop.Evaluator(testing_utils.built_cifarnet(), num_classes=10)
+    evaluator = evaluator_lib.Evaluator(testing_utils.built_cifarnet(), num_classes=10)
     images, labels = testing_utils.cifar_sized_examples()
     iterator = evaluator.batches(tf.data.Dataset.from_tensor_slices(
         (images, labels)).batch(5), batch_size=5)
@@ -52,10 +53,10 @@ def test_report_prints_writes_json_and_tensorboard(tmp_path, capsys):
     metrics = {'Accuracy': 0.91234, 'Recall_5': 0.99, 'num_examples': 10}
     evaluated = dict(checkpoint='/train/model.ckpt-42', model_name='cifarnet',
                      dataset_name='shapes', split_name='validation')
-    eval_loop.report(metrics, str(tmp_path),
-                     eval_loop.EvaluationRecord(global_step=42, **evaluated))
-    eval_loop.report(dict(metrics, Accuracy=0.95), str(tmp_path),
-                     eval_loop.EvaluationRecord(global_step=50, **evaluated))
+    evaluator_lib.report(metrics, str(tmp_path),
+                     evaluator_lib.EvaluationRecord(global_step=42, **evaluated))
+    evaluator_lib.report(dict(metrics, Accuracy=0.95), str(tmp_path),
+                     evaluator_lib.EvaluationRecord(global_step=50, **evaluated))
     out = capsys.readouterr().out.splitlines()
     assert out == ['eval/Accuracy: 0.9123', 'eval/Recall_5: 0.9900',
                    'eval/Accuracy: 0.9500', 'eval/Recall_5: 0.9900']
@@ -82,7 +83,7 @@ def test_two_clones_count_every_example_once():
     # 23 examples in global batches of 10 (5 per clone): the last batch of 3 is padded.
     images, labels = testing_utils.cifar_sized_examples()
     net = testing_utils.built_cifarnet()
-    single = eval_loop.evaluate(net, tf.data.Dataset.from_tensor_slices(
+    single = evaluator_lib.evaluate(net, tf.data.Dataset.from_tensor_slices(
         (images, labels)).batch(23), top_k=(1, 2, 5))
     strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
     with strategy.scope():
@@ -90,7 +91,7 @@ def test_two_clones_count_every_example_once():
         for mirrored, original in zip(mirrored_net.variables, net.variables):
             mirrored.assign(original)
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(10)
-    evaluator = eval_loop.Evaluator(mirrored_net, num_classes=10, top_k=(1, 2, 5),
+    evaluator = evaluator_lib.Evaluator(mirrored_net, num_classes=10, top_k=(1, 2, 5),
                                     strategy=strategy)
     for _ in range(2):  # the same evaluator again (a second checkpoint) counts afresh
         metrics = evaluator.evaluate(dataset, batch_size=10)
@@ -115,7 +116,7 @@ def test_input_options_reach_the_distributed_dataset(monkeypatch):
     monkeypatch.setattr(strategy, 'experimental_distribute_dataset',
                         lambda dataset, options=None: calls.append(options) or
                         distribute(dataset, options=options))
-    evaluator = eval_loop.Evaluator(net, num_classes=10, strategy=strategy,
+    evaluator = evaluator_lib.Evaluator(net, num_classes=10, strategy=strategy,
                                     input_options=options)
     metrics = evaluator.evaluate(
         tf.data.Dataset.from_tensor_slices((images, labels)).batch(10), batch_size=10)
@@ -132,7 +133,7 @@ def test_unreadable_counts_and_all_masked_batches():
         lambda: iter(batches), output_signature=(
             tf.TensorSpec([None, 32, 32, 3], tf.float32), tf.TensorSpec([None], tf.int64),
             tf.TensorSpec([], tf.int64)))
-    metrics = eval_loop.evaluate(testing_utils.built_cifarnet(), dataset, batch_size=4)
+    metrics = evaluator_lib.evaluate(testing_utils.built_cifarnet(), dataset, batch_size=4)
     assert (metrics['num_examples'], metrics['num_unreadable']) == (6, 3)
 
 
@@ -140,18 +141,18 @@ def test_report_writes_confusion_csv_per_class_accuracy_and_best(tmp_path):
     confusion = np.array([[3, 1, 0], [0, 0, 0], [1, 0, 1]])
     metrics = {'Accuracy': 4 / 6, 'Recall_2': 5 / 6, 'num_examples': 6,
                'confusion': confusion}
-    record = eval_loop.EvaluationRecord(checkpoint='/t/model.ckpt-3', global_step=3,
+    record = evaluator_lib.EvaluationRecord(checkpoint='/t/model.ckpt-3', global_step=3,
                                         model_name='m', dataset_name='d', split_name='s')
-    eval_loop.report(metrics, str(tmp_path), record, ['cat', 'dog, big', 'eel'])
+    evaluator_lib.report(metrics, str(tmp_path), record, ['cat', 'dog, big', 'eel'])
     rows = (tmp_path / 'confusion.csv').read_text().splitlines()
     assert rows == ['true \\ predicted,"cat","dog, big","eel"', '"cat",3,1,0',
                     '"dog, big",0,0,0', '"eel",1,0,1']
     latest = json.loads((tmp_path / 'metrics.json').read_text())
     assert latest['per_class_accuracy'] == {'cat': 0.75, 'dog, big': None, 'eel': 0.5}
-    assert eval_loop.update_best(str(tmp_path), metrics, record)
+    assert evaluator_lib.update_best(str(tmp_path), metrics, record)
     worse = dataclasses.replace(record, checkpoint='/t/model.ckpt-4', global_step=4)
-    assert not eval_loop.update_best(str(tmp_path), dict(metrics, Accuracy=0.5), worse)
-    assert not eval_loop.update_best(str(tmp_path), metrics, worse)  # a tie keeps the first
+    assert not evaluator_lib.update_best(str(tmp_path), dict(metrics, Accuracy=0.5), worse)
+    assert not evaluator_lib.update_best(str(tmp_path), metrics, worse)  # a tie keeps the first
     best = json.loads((tmp_path / 'best_checkpoint.json').read_text())
     assert (best['checkpoint'], best['Accuracy']) == ('/t/model.ckpt-3', 4 / 6)
 
@@ -190,12 +191,12 @@ def _save_fake_checkpoint(train_dir, step, keep=None):
 def test_watch_times_out_without_new_checkpoints(tmp_path):
     _save_fake_checkpoint(tmp_path, 4)
     fake = _FakeTime()
-    config = checkpoint_watch.WatchConfig(interval_secs=2, timeout_secs=7)
-    seen = [step for step, _ in checkpoint_watch.watch_checkpoints(
+    config = watch_lib.WatchConfig(interval_secs=2, timeout_secs=7)
+    seen = [step for step, _ in watch_lib.watch_checkpoints(
         str(tmp_path), config, clock=fake.clock, sleep=fake.sleep)]
     assert seen == [4] and fake.now == 8  # looked at 0, 2, 4, 6, 8: 8 s >= 7 s of silence
     # A train_dir the training has not created yet is waited for, as an empty one.
-    missing = checkpoint_watch.watch_checkpoints(str(tmp_path / 'not_yet'), config,
+    missing = watch_lib.watch_checkpoints(str(tmp_path / 'not_yet'), config,
                                           clock=fake.clock, sleep=fake.sleep)
     assert list(missing) == []
 
@@ -205,8 +206,8 @@ def test_watch_passes_over_checkpoints_deleted_and_evaluated_before(tmp_path):
         _save_fake_checkpoint(tmp_path, step)
     fake = _FakeTime()
     seen = []
-    for step, path in checkpoint_watch.watch_checkpoints(
-            str(tmp_path), checkpoint_watch.WatchConfig(interval_secs=1, backfill=True),
+    for step, path in watch_lib.watch_checkpoints(
+            str(tmp_path), watch_lib.WatchConfig(interval_secs=1, backfill=True),
             final_step=lambda: 6, skip=lambda path: path.endswith('-2'),
             clock=fake.clock, sleep=fake.sleep):
         seen.append(step)
@@ -229,8 +230,8 @@ def test_watch_passes_over_damaged_checkpoints_until_saved_anew(tmp_path, caplog
             _save_fake_checkpoint(tmp_path, 4)
 
     fake = _FakeTime(training)
-    seen = [step for step, _ in checkpoint_watch.watch_checkpoints(
-        str(tmp_path), checkpoint_watch.WatchConfig(interval_secs=1),
+    seen = [step for step, _ in watch_lib.watch_checkpoints(
+        str(tmp_path), watch_lib.WatchConfig(interval_secs=1),
         final_step=lambda: 4, clock=fake.clock, sleep=fake.sleep)]
     assert seen == [2, 3, 4]  # from the newest intact; 3 once saved anew
     warnings = [r.getMessage() for r in caplog.records if 'is damaged' in r.getMessage()]
@@ -245,11 +246,11 @@ def test_a_label_outside_the_models_classes_is_one_usage_error():
     labels[7] = 10  # cifarnet here has classes 0..9
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(5)
     with pytest.raises(UsageError, match=r'outside the model\'s classes 0\.\.9'):
-        eval_loop.evaluate(testing_utils.built_cifarnet(), dataset)
+        evaluator_lib.evaluate(testing_utils.built_cifarnet(), dataset)
 
 
 def test_recall_k_is_reported_only_below_the_class_count():
     """Recall_5 of 3 classes is 1 whatever the model: left out; Accuracy always stays."""
-    assert eval_loop.Evaluator(None, num_classes=3, top_k=(1, 2, 5)).top_k == (1, 2)
-    assert eval_loop.Evaluator(None, num_classes=6, top_k=(1, 5)).top_k == (1, 5)
-    assert eval_loop.Evaluator(None, num_classes=2, top_k=(5,)).top_k == (1,)
+    assert evaluator_lib.Evaluator(None, num_classes=3, top_k=(1, 2, 5)).top_k == (1, 2)
+    assert evaluator_lib.Evaluator(None, num_classes=6, top_k=(1, 5)).top_k == (1, 5)
+    assert evaluator_lib.Evaluator(None, num_classes=2, top_k=(5,)).top_k == (1,)

@@ -1,4 +1,4 @@
-"""Gradient accumulation (training.gradient_accumulation): K micro-batches make the update
+"""Gradient accumulation (training.recipes.gradient_accumulation): K micro-batches make the update
 one batch of K times the size makes, on one device and on 2 CPU clones; steps and the
 learning rate count updates; resume stays exact; sync replicas are refused.
 
@@ -15,9 +15,10 @@ from core import seeding
 from core.errors import UsageError
 from deployment import cluster, model_deploy
 from nets import nets_factory
-from training import batch_mixing
-from training import learning_rate as lr_config
-from training import optimizers, train_loop
+from training.recipes import batch_mixing
+from training.recipes import learning_rate as lr_config
+from training.recipes import optimizers
+from training.loop import trainer as trainer_lib
 
 RTOL, ATOL = 1e-5, 1e-7
 
@@ -48,10 +49,10 @@ def _trainer(strategy, train_dir, input_fn, *, batch_size, micro_batches=1, max_
                                      learning_rate_decay_factor=0.5,
                                      num_epochs_per_decay=1.0),
         batch_size * micro_batches, batch_size, batches_per_update=micro_batches)
-    return train_loop.Trainer(
+    return trainer_lib.Trainer(
         strategy=strategy, network=network, optimizer=optimizer,
         learning_rate_fn=learning_rate_fn, input_fn=input_fn, image_shape=(28, 28, 1),
-        config=train_loop.TrainConfig(
+        config=trainer_lib.TrainConfig(
             train_dir=str(train_dir), batch_size=batch_size, max_number_of_steps=max_steps,
             gradient_accumulation_steps=micro_batches, mixing=mixing,
             save_interval_secs=0))
@@ -167,11 +168,11 @@ def test_mixed_float16_scales_and_skips_once_per_update(tmp_path):
             network = nets_factory.get_network_fn('lenet', 10, is_training=True,
                                                   dropout_keep_prob=1.0)
             optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig('sgd'))
-        trainer = train_loop.Trainer(
+        trainer = trainer_lib.Trainer(
             strategy=tf.distribute.get_strategy(), network=network, optimizer=optimizer,
             learning_rate_fn=lambda step: tf.constant(0.01),
             input_fn=_input_fn(images, labels, batch_size), image_shape=(28, 28, 1),
-            config=train_loop.TrainConfig(
+            config=trainer_lib.TrainConfig(
                 train_dir=str(tmp_path / name), batch_size=batch_size,
                 max_number_of_steps=max_steps, precision='mixed_float16',
                 gradient_accumulation_steps=micro_batches))
@@ -206,7 +207,7 @@ def test_sync_replicas_with_accumulation_is_refused_in_one_line(tmp_path):
         cluster=cluster.Cluster(ps=('localhost:100',), workers=('localhost:200',
                                                                  'localhost:201'),
                                 task_type='ps', task_index=0, source='a test'))
-    config = train_loop.TrainConfig(train_dir=str(tmp_path), batch_size=8,
+    config = trainer_lib.TrainConfig(train_dir=str(tmp_path), batch_size=8,
                                     gradient_accumulation_steps=2)
     with pytest.raises(UsageError, match='--gradient_accumulation_steps=2 .*--sync_replicas'
                        ) as raised:
@@ -216,5 +217,5 @@ def test_sync_replicas_with_accumulation_is_refused_in_one_line(tmp_path):
 
 def test_accumulation_steps_below_1_are_refused(tmp_path):
     with pytest.raises(UsageError, match='--gradient_accumulation_steps=0'):
-        train_loop.TrainConfig(train_dir=str(tmp_path), batch_size=8,
+        trainer_lib.TrainConfig(train_dir=str(tmp_path), batch_size=8,
                                gradient_accumulation_steps=0)

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from core.errors import UsageError
-from training.learning_rate import (
+from training.recipes.learning_rate import (
     DECAY_TYPES, LearningRateConfig, create_learning_rate_fn)
 
 # 1000 samples, batch 10: 100 steps per epoch; 2 epochs per decay: decay every 200 steps.

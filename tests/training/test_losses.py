@@ -3,7 +3,7 @@ import pytest
 import tensorflow as tf
 
 from nets import nets_factory
-from training import losses
+from training.recipes import losses
 
 
 def test_label_smoothing_matches_slim_formula():

@@ -5,7 +5,11 @@ import tensorflow as tf
 
 from core.naming import slim_name
 
-from training import checkpoints, learning_rate, moving_averages, optimizers, train_loop
+from training.checkpoints import restore
+from training.recipes import learning_rate
+from training.recipes import moving_averages
+from training.recipes import optimizers
+from training.loop import trainer as trainer_lib
 from core.errors import UsageError
 from nets import nets_factory
 
@@ -36,14 +40,14 @@ def _train(train_dir, strategy, steps=4):
         network = nets_factory.get_network_fn('lenet', 10, is_training=True,
                                               dropout_keep_prob=1.0)
         optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig('sgd'))
-    trainer = train_loop.Trainer(
+    trainer = trainer_lib.Trainer(
         strategy=strategy, network=network, optimizer=optimizer,
         learning_rate_fn=learning_rate.create_learning_rate_fn(
             # lr 0.01: in a sweep of seeds 0-49, 4 steps lowered the loss in every seed
             # (at 0.1 it rose in half of them).
             learning_rate.LearningRateConfig('fixed', learning_rate=0.01), 100, 8),
         input_fn=input_fn, image_shape=(28, 28, 1),
-        config=train_loop.TrainConfig(train_dir=str(train_dir), batch_size=8,
+        config=trainer_lib.TrainConfig(train_dir=str(train_dir), batch_size=8,
                                       max_number_of_steps=steps, moving_average_decay=0.5))
     trainer.train()
     return trainer
@@ -62,12 +66,12 @@ def test_training_keeps_averages_that_evaluation_restores(tmp_path, mirrored):
 
     averaged = nets_factory.get_network_fn('lenet', 10)
     averaged.build((28, 28, 1))
-    checkpoints.restore_network(averaged, str(tmp_path), use_moving_averages=True)
+    restore.restore_network(averaged, str(tmp_path), use_moving_averages=True)
     for variable in averaged.variables:
         np.testing.assert_allclose(variable.numpy(), shadows[slim_name(variable)])
     plain = nets_factory.get_network_fn('lenet', 10)
     plain.build((28, 28, 1))
-    checkpoints.restore_network(plain, str(tmp_path))
+    restore.restore_network(plain, str(tmp_path))
     for variable in plain.variables:
         np.testing.assert_allclose(variable.numpy(), raw[slim_name(variable)])
 
@@ -78,7 +82,7 @@ def test_averages_restore_from_tf1_names(tmp_path):
     testing_utils.write_tf1_checkpoint(tmp_path / 'model.ckpt', {
         slim_name(v) + '/ExponentialMovingAverage': np.full(v.shape, 0.25, np.float32)
         for v in network.variables})
-    checkpoints.restore_network(network, str(tmp_path / 'model.ckpt'),
+    restore.restore_network(network, str(tmp_path / 'model.ckpt'),
                                 use_moving_averages=True)
     assert all(np.all(v.numpy() == 0.25) for v in network.variables)
 
@@ -86,12 +90,12 @@ def test_averages_restore_from_tf1_names(tmp_path):
 def test_missing_averages_name_the_fix(tmp_path):
     network = nets_factory.get_network_fn('lenet', 10)
     network.build((28, 28, 1))
-    path = tf.train.Checkpoint(**{checkpoints.MODEL_KEY: network}).save(str(tmp_path / 'c'))
+    path = tf.train.Checkpoint(**{restore.MODEL_KEY: network}).save(str(tmp_path / 'c'))
     with pytest.raises(UsageError, match='moving averages.*--moving_average_decay'):
-        checkpoints.restore_network(network, path, use_moving_averages=True)
+        restore.restore_network(network, path, use_moving_averages=True)
 
 
 def test_invalid_decay_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match='moving_average_decay'):
-        train_loop.TrainConfig(train_dir=str(tmp_path), batch_size=1,
+        trainer_lib.TrainConfig(train_dir=str(tmp_path), batch_size=1,
                                moving_average_decay=1.5)

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from core.errors import UsageError
 from deployment import aggregation
-from training.optimizers import (
+from training.recipes.optimizers import (
     OPTIMIZER_NAMES, OptimizerConfig, create_optimizer)
 
 INITIAL_VALUE = np.array([1.0, -2.0, 0.5, 0.0])

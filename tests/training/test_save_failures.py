@@ -9,7 +9,9 @@ from tensorflow.python.checkpoint import functional_saver
 
 from core.errors import SaveFailed
 from nets import nets_factory
-from training import learning_rate, optimizers, train_loop
+from training.recipes import learning_rate
+from training.recipes import optimizers
+from training.loop import trainer as trainer_lib
 
 
 def _trainer(train_dir, max_steps):
@@ -21,13 +23,13 @@ def _trainer(train_dir, max_steps):
         return tf.data.Dataset.from_tensor_slices((images, labels)).batch(4).repeat()
 
     network = nets_factory.get_network_fn('lenet', 10, is_training=True)
-    return train_loop.Trainer(
+    return trainer_lib.Trainer(
         strategy=tf.distribute.get_strategy(), network=network,
         optimizer=optimizers.create_optimizer(optimizers.OptimizerConfig('sgd')),
         learning_rate_fn=learning_rate.create_learning_rate_fn(
             learning_rate.LearningRateConfig('fixed'), 100, 4),
         input_fn=input_fn, image_shape=(28, 28, 1),
-        config=train_loop.TrainConfig(train_dir=str(train_dir), batch_size=4,
+        config=trainer_lib.TrainConfig(train_dir=str(train_dir), batch_size=4,
                                       max_number_of_steps=max_steps, log_every_n_steps=2))
 
 

@@ -1,7 +1,7 @@
-"""TensorBoard depth, unit level: histogram buckets (training.summary_capture), the
+"""TensorBoard depth, unit level: histogram buckets (training.summaries.capture), the
 in-step capture on one device, 2 CPU clones with gradient accumulation and XLA (and
 that it stays out of checkpoints), the labelled confusion matrix
-(training.confusion_image, training.eval_summaries) and the run's flags as HParams
+(training.summaries.confusion_image, training.summaries.eval_summaries) and the run's flags as HParams
 (cli.run_record). The scripts' flow is tests/e2e/test_tensorboard_flow.py."""
 import numpy as np
 import pytest
@@ -13,9 +13,12 @@ from tensorboard.plugins.hparams import metadata as hparams_metadata
 from cli import run_record
 from core import pixel_font
 from nets import nets_factory
-from training import confusion_image, eval_summaries
-from training import learning_rate as lr_config
-from training import optimizers, summary_capture, train_loop
+from training.summaries import confusion_image
+from training.summaries import eval_summaries
+from training.recipes import learning_rate as lr_config
+from training.recipes import optimizers
+from training.summaries import capture as capture_lib
+from training.loop import trainer as trainer_lib
 
 SHAPE_NAMES = ['circle', 'square', 'triangle', 'cross', 'ring', 'star', 'hexagon',
                'diamond', 'heart', 'pentagon']
@@ -42,9 +45,9 @@ def _events(directory):
              np.float32).reshape(13, 1),
 ])
 def test_histogram_buckets_match_numpy(values):
-    buckets = summary_capture.histogram_buckets(tf.constant(values)).numpy()
-    counts, edges = np.histogram(values, bins=summary_capture.HISTOGRAM_BUCKETS)
-    assert buckets.shape == (summary_capture.HISTOGRAM_BUCKETS, 3)
+    buckets = capture_lib.histogram_buckets(tf.constant(values)).numpy()
+    counts, edges = np.histogram(values, bins=capture_lib.HISTOGRAM_BUCKETS)
+    assert buckets.shape == (capture_lib.HISTOGRAM_BUCKETS, 3)
     np.testing.assert_array_equal(buckets[:, 2], counts)
     np.testing.assert_allclose(buckets[:, 0], edges[:-1], rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(buckets[:, 1], edges[1:], rtol=1e-6, atol=1e-6)
@@ -53,17 +56,17 @@ def test_histogram_buckets_match_numpy(values):
 
 def test_histogram_buckets_of_one_value_infinities_and_many_values():
     # One value: all in the last bucket, as TensorBoard's own histogram puts it.
-    single = summary_capture.histogram_buckets(tf.fill([7], 2.5)).numpy()
+    single = capture_lib.histogram_buckets(tf.fill([7], 2.5)).numpy()
     assert single[:, :2].min() == single[:, :2].max() == 2.5
     assert single[:, 2].tolist() == [0] * 29 + [7]
     # A float16 overflow: the finite values are counted, the edges stay finite.
-    overflowed = summary_capture.histogram_buckets(
+    overflowed = capture_lib.histogram_buckets(
         tf.constant([1.0, np.inf, -np.inf, np.nan, 4.0], tf.float16)).numpy()
     assert np.isfinite(overflowed).all() and overflowed[:, 2].sum() == 2
     assert (overflowed[0, 0], overflowed[-1, 1]) == (1.0, 4.0)
-    assert summary_capture.histogram_buckets(tf.constant([np.nan])).numpy()[:, 2].sum() == 0
+    assert capture_lib.histogram_buckets(tf.constant([np.nan])).numpy()[:, 2].sum() == 0
     # More values than a float32 sum of ones counts (2**24).
-    many = summary_capture.histogram_buckets(tf.zeros([2**24 + 3])).numpy()
+    many = capture_lib.histogram_buckets(tf.zeros([2**24 + 3])).numpy()
     assert many[:, 2].sum() == 2**24 + 3
 
 
@@ -77,14 +80,14 @@ def _trainer(strategy, train_dir, batch_size, **config):
         network = nets_factory.get_network_fn('lenet', 10, is_training=True,
                                               dropout_keep_prob=1.0)
         optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig('momentum'))
-    return train_loop.Trainer(
+    return trainer_lib.Trainer(
         strategy=strategy, network=network, optimizer=optimizer,
         learning_rate_fn=lr_config.create_learning_rate_fn(
             lr_config.LearningRateConfig('fixed', learning_rate=0.01), 1000, batch_size),
         input_fn=lambda context=None: tf.data.Dataset.from_tensor_slices(
             (images, labels)).batch(batch_size, drop_remainder=True).repeat(),
         image_shape=(28, 28, 1),
-        config=train_loop.TrainConfig(train_dir=str(train_dir), batch_size=batch_size,
+        config=trainer_lib.TrainConfig(train_dir=str(train_dir), batch_size=batch_size,
                                       max_number_of_steps=5, log_every_n_steps=2,
                                       save_summaries_secs=0, **config))
 

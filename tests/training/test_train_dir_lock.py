@@ -11,8 +11,8 @@ import time
 import pytest
 
 from core.errors import UsageError
-from training import train_dir_lock
-from training.train_dir_lock import LOCK_FILE, Holder
+from training.checkpoints import lock as lock_lib
+from training.checkpoints.lock import LOCK_FILE, Holder
 
 
 def _write_lock(train_dir, **fields):
@@ -46,7 +46,7 @@ def fixture_running_process():
 
 
 def test_the_lock_names_its_holder_and_goes_on_release(tmp_path):
-    lock = train_dir_lock.acquire(str(tmp_path), command='python train.py --x=1',
+    lock = lock_lib.acquire(str(tmp_path), command='python train.py --x=1',
                                   host='this-host')
     content = _lock_content(tmp_path)
     assert content['pid'] == os.getpid() and content['host'] == 'this-host'
@@ -62,7 +62,7 @@ def test_a_live_holder_on_this_host_is_refused_in_one_line(tmp_path, running_pro
     holder = _write_lock(tmp_path, host='this-host', pid=running_process.pid,
                          started=time.time())
     with pytest.raises(UsageError) as error:
-        train_dir_lock.acquire(str(tmp_path), host='this-host')
+        lock_lib.acquire(str(tmp_path), host='this-host')
     message = str(error.value)
     assert '\n' not in message
     assert f'--train_dir={tmp_path} is in use by another training' in message
@@ -76,7 +76,7 @@ def test_a_lock_whose_process_ended_is_taken_over_with_one_warning(tmp_path, end
                                                                     caplog):
     _write_lock(tmp_path, host='this-host', pid=ended_pid)
     with caplog.at_level(logging.WARNING):
-        lock = train_dir_lock.acquire(str(tmp_path), host='this-host')
+        lock = lock_lib.acquire(str(tmp_path), host='this-host')
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert f'its process {ended_pid} no longer runs' in warnings[0]
@@ -89,19 +89,19 @@ def test_a_pid_now_of_a_later_process_counts_as_ended(tmp_path, running_process)
     # The pid runs, but that process started after the lock was taken: a reused pid.
     _write_lock(tmp_path, host='this-host', pid=running_process.pid,
                 started=time.time() - 3600)
-    train_dir_lock.acquire(str(tmp_path), host='this-host').release()
+    lock_lib.acquire(str(tmp_path), host='this-host').release()
 
 
 def test_another_hosts_lock_is_taken_over_only_without_a_recent_heartbeat(tmp_path,
                                                                            caplog):
-    bound = train_dir_lock.STALE_AFTER_SECS
+    bound = lock_lib.STALE_AFTER_SECS
     _write_lock(tmp_path, host='other-host', pid=os.getpid(),
                 heartbeat=time.time() - bound / 2)
     with pytest.raises(UsageError, match='pid .* on other-host since .* after 60 s'):
-        train_dir_lock.acquire(str(tmp_path), host='this-host')
+        lock_lib.acquire(str(tmp_path), host='this-host')
     _write_lock(tmp_path, host='other-host', heartbeat=time.time() - bound - 30)
     with caplog.at_level(logging.WARNING):
-        lock = train_dir_lock.acquire(str(tmp_path), host='this-host')
+        lock = lock_lib.acquire(str(tmp_path), host='this-host')
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and 'more than 60 s' in warnings[0]
     assert 'on other-host' in warnings[0]
@@ -112,24 +112,24 @@ def test_an_unreadable_lock_file_counts_by_its_age(tmp_path):
     path = tmp_path / LOCK_FILE
     path.write_text('{"host": "cut off')
     with pytest.raises(UsageError, match='in use by another training'):
-        train_dir_lock.acquire(str(tmp_path), host='this-host')
-    old = time.time() - train_dir_lock.STALE_AFTER_SECS - 10
+        lock_lib.acquire(str(tmp_path), host='this-host')
+    old = time.time() - lock_lib.STALE_AFTER_SECS - 10
     os.utime(path, (old, old))
-    train_dir_lock.acquire(str(tmp_path), host='this-host').release()
+    lock_lib.acquire(str(tmp_path), host='this-host').release()
 
 
 def test_a_lock_left_by_an_earlier_process_with_this_pid_is_taken_over(tmp_path):
     _write_lock(tmp_path, host='this-host', pid=os.getpid(), started=time.time() - 100)
-    lock = train_dir_lock.acquire(str(tmp_path), host='this-host')
+    lock = lock_lib.acquire(str(tmp_path), host='this-host')
     # This very process holds it now: a second Trainer here is refused.
     with pytest.raises(UsageError, match=f'pid {os.getpid()} on this-host'):
-        train_dir_lock.acquire(str(tmp_path), host='this-host')
+        lock_lib.acquire(str(tmp_path), host='this-host')
     lock.release()
 
 
 def test_the_heartbeat_refreshes_the_lock(tmp_path, monkeypatch):
-    monkeypatch.setattr(train_dir_lock, 'HEARTBEAT_SECS', 0.05)
-    lock = train_dir_lock.acquire(str(tmp_path))
+    monkeypatch.setattr(lock_lib, 'HEARTBEAT_SECS', 0.05)
+    lock = lock_lib.acquire(str(tmp_path))
     first = _lock_content(tmp_path)['heartbeat']
     deadline = time.time() + 10
     while _lock_content(tmp_path)['heartbeat'] == first and time.time() < deadline:
@@ -141,7 +141,7 @@ def test_the_heartbeat_refreshes_the_lock(tmp_path, monkeypatch):
 
 
 def test_release_leaves_a_lock_another_training_took_over(tmp_path):
-    lock = train_dir_lock.acquire(str(tmp_path))
+    lock = lock_lib.acquire(str(tmp_path))
     _write_lock(tmp_path, host='other-host')
     lock.release()
     assert _lock_content(tmp_path)['host'] == 'other-host'
@@ -150,9 +150,9 @@ def test_release_leaves_a_lock_another_training_took_over(tmp_path):
 def test_release_all_releases_what_this_process_holds(tmp_path):
     (tmp_path / 'a').mkdir()
     (tmp_path / 'b').mkdir()
-    train_dir_lock.acquire(str(tmp_path / 'a'))
-    train_dir_lock.acquire(str(tmp_path / 'b'))
-    train_dir_lock.release_all()
+    lock_lib.acquire(str(tmp_path / 'a'))
+    lock_lib.acquire(str(tmp_path / 'b'))
+    lock_lib.release_all()
     assert not (tmp_path / 'a' / LOCK_FILE).exists()
     assert not (tmp_path / 'b' / LOCK_FILE).exists()
 
@@ -160,11 +160,11 @@ def test_release_all_releases_what_this_process_holds(tmp_path):
 _CONTENDER = '''
 import sys, time
 from core.errors import UsageError
-from training import train_dir_lock
+from training.checkpoints import lock as lock_lib
 start = float(sys.argv[2])
 time.sleep(max(0.0, start - time.time()))
 try:
-    train_dir_lock.acquire(sys.argv[1])
+    lock_lib.acquire(sys.argv[1])
 except UsageError:
     print('refused')
 else:

@@ -3,8 +3,10 @@ import pytest
 import tensorflow as tf
 
 from core.errors import TrainingDiverged
-from training import learning_rate as lr_config
-from training import losses, optimizers, train_loop
+from training.recipes import learning_rate as lr_config
+from training.recipes import losses
+from training.recipes import optimizers
+from training.loop import trainer as trainer_lib
 from core.errors import UsageError
 from nets import nets_factory
 
@@ -28,10 +30,10 @@ def _trainer(strategy, train_dir, input_fn, *, max_steps, batch_size, optimizer=
         optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig(optimizer))
     lr_fn = lr_config.create_learning_rate_fn(
         lr_config.LearningRateConfig('fixed', learning_rate=learning_rate), 1000, batch_size)
-    return train_loop.Trainer(
+    return trainer_lib.Trainer(
         strategy=strategy, network=network, optimizer=optimizer, learning_rate_fn=lr_fn,
         input_fn=input_fn, image_shape=(28, 28, 1),
-        config=train_loop.TrainConfig(train_dir=str(train_dir), batch_size=batch_size,
+        config=trainer_lib.TrainConfig(train_dir=str(train_dir), batch_size=batch_size,
                                       max_number_of_steps=max_steps, log_every_n_steps=2,
                                       **config))
 
@@ -130,10 +132,10 @@ def test_summaries_are_written(tmp_path):
 def test_trainable_scopes_select_by_prefix():
     network = nets_factory.get_network_fn('lenet', 10)
     network.build((28, 28, 1))
-    chosen = train_loop.select_trainable(network.trainable_variables, ['LeNet/fc4'])
+    chosen = trainer_lib.select_trainable(network.trainable_variables, ['LeNet/fc4'])
     assert sorted(v.name for v in chosen) == ['LeNet/fc4/biases:0', 'LeNet/fc4/weights:0']
     with pytest.raises(UsageError, match='matches no variable'):
-        train_loop.select_trainable(network.trainable_variables, ['Nope/'])
+        trainer_lib.select_trainable(network.trainable_variables, ['Nope/'])
 
 
 def test_nan_loss_stops_with_a_clear_error(tmp_path):
@@ -254,12 +256,12 @@ def test_mixed_precision_learns_shapes(tmp_path, precision):
         network = nets_factory.get_network_fn('cifarnet', 10, is_training=True,
                                               dropout_keep_prob=1.0)
         optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig('momentum'))
-    trainer = train_loop.Trainer(
+    trainer = trainer_lib.Trainer(
         strategy=tf.distribute.get_strategy(), network=network, optimizer=optimizer,
         learning_rate_fn=lr_config.create_learning_rate_fn(
             lr_config.LearningRateConfig('fixed', learning_rate=0.05), 256, 32),
         input_fn=input_fn, image_shape=(32, 32, 3),
-        config=train_loop.TrainConfig(train_dir=str(tmp_path), batch_size=32,
+        config=trainer_lib.TrainConfig(train_dir=str(tmp_path), batch_size=32,
                                       max_number_of_steps=120, log_every_n_steps=40,
                                       precision=precision))
     trainer.train()

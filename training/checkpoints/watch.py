@@ -12,7 +12,7 @@ import tensorflow as tf
 from absl import logging
 
 from core.errors import UsageError
-from training import checkpoint_integrity
+from training.checkpoints import integrity
 
 _CHECKPOINT_STEP = re.compile(r'-(\d+)$')
 
@@ -64,7 +64,7 @@ class WatchConfig:
 def _files_signature(prefix: str) -> tuple:
     """Changes when the checkpoint's files are written again."""
     stats = []
-    for path in [prefix + '.index', *checkpoint_integrity.data_files(prefix)]:
+    for path in [prefix + '.index', *integrity.data_files(prefix)]:
         try:
             stat = tf.io.gfile.stat(path)
         except tf.errors.NotFoundError:
@@ -76,14 +76,14 @@ def _files_signature(prefix: str) -> tuple:
 def _newest_intact_at_start(train_dir: str, damaged: dict) -> List[Tuple[int, str]]:
     """[(step, prefix)] of the newest intact checkpoint (or []), with one warning if
     newer ones are damaged; those go into damaged (prefix: their files' signature)."""
-    search = checkpoint_integrity.newest_intact(train_dir)
+    search = integrity.newest_intact(train_dir)
     if search.damaged:
         logging.warning('%s', search.fallback_message('evaluating') if search.intact else
                         f'{search.describe_damage()}; waiting for a new checkpoint.')
     damaged.update((prefix, _files_signature(prefix)) for prefix, _ in search.damaged)
     if search.intact is None:
         return []
-    return [(checkpoint_integrity.step_of(search.intact), search.intact)]
+    return [(integrity.step_of(search.intact), search.intact)]
 
 
 def watch_checkpoints(train_dir: str, config: WatchConfig, *,
@@ -120,7 +120,7 @@ def watch_checkpoints(train_dir: str, config: WatchConfig, *,
                 continue  # the damaged files still; a save of that step replaces them
             evaluated_before = skip(path)
             problem = (None if evaluated_before or path in verified
-                       else checkpoint_integrity.find_damage(path))
+                       else integrity.find_damage(path))
             if evaluated_before:
                 logging.info('%s was evaluated before; skipping it.', path)
             elif not checkpoint_exists(path):  # maybe while it was read

@@ -1,7 +1,7 @@
-"""Training, assembled: the model step (training.model_step), the deployment plan's
+"""Training, assembled: the model step (training.loop.model_step), the deployment plan's
 inner loop (deployment.plan: `train_n_steps(n)` for every mode), the checkpoint and
-restore, and the outer controller (training.controller) with its actions
-(training.train_actions). Nothing here depends on the distribution mode.
+restore, and the outer controller (training.loop.controller) with its actions
+(training.loop.actions). Nothing here depends on the distribution mode.
 """
 from typing import Callable, Dict, Optional
 
@@ -10,10 +10,15 @@ from absl import logging
 
 from core.errors import UsageError, tensorflow_reason
 from deployment import plan as plan_lib
-from training import (checkpoint_integrity, checkpoints, controller, gradient_accumulation,
-                      train_actions, train_summaries)
-from training.model_step import ModelStep, select_trainable  # noqa: F401  (public)
-from training.train_config import TrainConfig  # noqa: F401  (public)
+from training.checkpoints import integrity
+from training.checkpoints import restore as restore_lib
+from training.checkpoints import resume
+from training.loop import controller
+from training.recipes import gradient_accumulation, optimizers
+from training.loop import actions as actions_lib
+from training.summaries import train_summaries
+from training.loop.model_step import ModelStep, select_trainable  # noqa: F401  (public)
+from training.loop.train_config import TrainConfig  # noqa: F401  (public)
 
 
 # The input position's checkpoint key. Positions saved under the former key
@@ -55,7 +60,7 @@ class Trainer:
             learning_rate_fn=learning_rate_fn, image_shape=image_shape, config=config,
             with_random_generator=self.plan.steps_share_one_generator,
             factor_weight_gradients=self.plan.factors_weight_gradients)
-        self.checkpoint = tf.train.Checkpoint(**{checkpoints.MODEL_KEY: network},
+        self.checkpoint = tf.train.Checkpoint(**{restore_lib.MODEL_KEY: network},
                                               **self.model_step.checkpointed())
         self._manage_checkpoints()
         # Built when training starts, after the restore, and kept for the Trainer's life:
@@ -78,7 +83,7 @@ class Trainer:
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, config.train_dir, max_to_keep=config.max_checkpoints_to_keep,
             checkpoint_name='model.ckpt', step_counter=self.global_step)
-        self.saver = train_actions.CheckpointSaver(self.manager, config.train_dir)
+        self.saver = actions_lib.CheckpointSaver(self.manager, config.train_dir)
 
     def run_steps(self, num_steps: int):
         """Trains num_steps steps in one call of the inner loop; returns its result
@@ -97,26 +102,27 @@ class Trainer:
     def _restore_or_initialize(self) -> int:
         config = self.config
         if self.is_chief:  # before this run saves anything: a killed save's leftovers
-            checkpoints.remove_stale_temporaries(config.train_dir)
+            resume.remove_stale_temporaries(config.train_dir)
         latest = self._newest_intact_checkpoint()
         if latest:
             slots = getattr(self.model_step.optimizer, 'SLOTS', None)
-            checkpoints.check_resume_fits(
+            resume.check_resume_fits(
                 latest, config.train_dir, self.network,
                 optimizer_slots=None if slots is None else [key for key, _ in slots],
-                has_moving_averages=self.moving_averages is not None)
+                has_moving_averages=self.moving_averages is not None,
+                slots_by_optimizer=optimizers.slots_by_optimizer())
             try:
                 self.checkpoint.restore(latest).assert_existing_objects_matched()
             except (AssertionError, ValueError, tf.errors.OpError) as error:
                 if isinstance(error, tf.errors.OpError):
-                    checkpoint_integrity.raise_if_damaged(latest)
+                    integrity.raise_if_damaged(latest)
                 raise UsageError(f'--train_dir={config.train_dir} holds {latest}, '
                                  f'which does not fit this run ({tensorflow_reason(error)}); '
                                  f'pass the flags it was trained with, or a new --train_dir '
                                  f'to start afresh.') from None
             logging.info('Resumed from %s at step %d.', latest, int(self.global_step.numpy()))
         elif config.checkpoint_path:
-            checkpoints.restore_network(
+            restore_lib.restore_network(
                 self.network, config.checkpoint_path,
                 exclude_scopes=config.checkpoint_exclude_scopes,
                 ignore_missing_vars=config.ignore_missing_vars, fine_tuning=True)
@@ -126,14 +132,14 @@ class Trainer:
         """The checkpoint to resume from: the newest intact one. Newer damaged ones are
         named in one warning and, on the chief, dropped from the checkpoint state file
         (their files stay)."""
-        search = checkpoint_integrity.newest_intact(self.config.train_dir, unlisted=True)
+        search = integrity.newest_intact(self.config.train_dir, unlisted=True)
         if search.intact is None and search.damaged:
             raise search.nothing_intact_error('--train_dir')
         if search.damaged:
             logging.warning('%s', search.fallback_message(
                 'resuming from', kept='stay in place (a later save of the same step '
-                f'moves them into {checkpoint_integrity.DAMAGED_DIR}/ first)'))
-        if self.is_chief and search.intact and checkpoint_integrity.repair_state(search):
+                f'moves them into {integrity.DAMAGED_DIR}/ first)'))
+        if self.is_chief and search.intact and integrity.repair_state(search):
             self._manage_checkpoints()  # so the manager reads the repaired state
         return search.intact
 
@@ -154,9 +160,9 @@ class Trainer:
             return {}
         self._attach_input()
         pace = controller.Pace(config.steps_per_loop, config.log_every_n_steps, max_steps)
-        actions = [train_actions.WarnSkippedExamples(),
-                   train_actions.CheckDivergence(self.manager),
-                   train_actions.LogLine(pace, self.plan.examples_per_update(
+        actions = [actions_lib.WarnSkippedExamples(),
+                   actions_lib.CheckDivergence(self.manager),
+                   actions_lib.LogLine(pace, self.plan.examples_per_update(
                        config.batch_size) * config.gradient_accumulation_steps)]
         trace = None
         if self.is_chief:
@@ -166,9 +172,9 @@ class Trainer:
                     config.save_summaries_secs, config.num_image_summaries, pace,
                     network=self.network, capture=self.model_step.summary_capture,
                     strategy=self.strategy),
-                train_actions.SaveCheckpoints(self.saver, config.save_interval_secs)]
+                actions_lib.SaveCheckpoints(self.saver, config.save_interval_secs)]
             if config.trace_every_n_steps:
-                trace = train_actions.TraceSteps(config.trace_every_n_steps, step,
+                trace = actions_lib.TraceSteps(config.trace_every_n_steps, step,
                                                  config.train_dir, self.plan.task_addresses)
                 self.traced_steps = trace.traced_steps
         loop = controller.Controller(

@@ -1,5 +1,5 @@
 """The training loss, as slim's train_image_classifier built it, computed in float32;
-with a teacher (training.distillation), Hinton et al.'s distillation term beside it."""
+with a teacher (training.recipes.distillation), Hinton et al.'s distillation term beside it."""
 from typing import Dict, NamedTuple, Optional
 
 import tensorflow as tf
@@ -8,7 +8,7 @@ AUX_LOSS_WEIGHT = 0.4  # slim's weight for Inception's auxiliary head
 
 
 class MixedLabels(NamedTuple):
-    """The labels of a mixed batch (training.batch_mixing): each example's target is
+    """The labels of a mixed batch (training.recipes.batch_mixing): each example's target is
     `weight` of its own label and 1 - weight of its partner's."""
     labels: tf.Tensor
     partner_labels: tf.Tensor

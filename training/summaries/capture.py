@@ -5,7 +5,7 @@ and `sparsity/<end point>` (the zero fraction) of clone 0's forward pass, and ea
 variable's `<name>/gradient` histogram and `<name>/gradient_norm`. Here the compiled
 step writes their histogram buckets and scalars into small variables, inside a
 `tf.cond` that runs only on the step the summary writer armed (the last step of the
-call before a summary is due). The writer (training.train_summaries) reads them on the
+call before a summary is due). The writer (training.summaries.train_summaries) reads them on the
 chief, outside the step.
 
 The capture's ops (a histogram per end point and per gradient) tripled the time to

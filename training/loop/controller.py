@@ -1,5 +1,5 @@
 """The outer loop, along Orbit's seam: call the inner loop (`train_n_steps(n)`), then
-the periodic actions (training.train_actions: skipped-example warning, divergence
+the periodic actions (training.loop.actions: skipped-example warning, divergence
 check, log line, summaries, checkpoint), until the last step or a stop request.
 
 How many steps a call runs: up to --steps_per_loop, ending at the next log line or the
@@ -96,7 +96,7 @@ class Controller:
         self.pace = pace
         self.agree = agree
         self.actions = list(actions)
-        self.trace = trace  # training.train_actions.TraceSteps, or None
+        self.trace = trace  # training.loop.actions.TraceSteps, or None
 
     def _next_call(self, step: int, stop: StopRequest):
         num_steps = self.pace.next_call(step)

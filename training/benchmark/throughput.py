@@ -29,8 +29,8 @@ from core.errors import UsageError
 from deployment import model_deploy
 from nets import flops
 from nets import precision as precision_lib
-from training import controller
-from training.benchmark_report import BenchmarkResult, Setting, Spread
+from training.loop import controller
+from training.benchmark.report import BenchmarkResult, Setting, Spread
 
 # Without --benchmark_steps, a round runs about this long at the warm-up's speed.
 ROUND_SECONDS = 10.0
@@ -166,7 +166,7 @@ class BenchmarkRun:
 
 def _training_run(trainer, steps) -> Callable[[int], None]:
     """run(n): n steps of the inner loop `steps` (from trainer.inner_loop), in calls as
-    long as the training's controller makes them (training.controller.Pace)."""
+    long as the training's controller makes them (training.loop.controller.Pace)."""
     pace = controller.Pace(trainer.config.steps_per_loop,
                            trainer.config.log_every_n_steps, max_steps=None)
     done = 0
@@ -188,7 +188,7 @@ def _training_run(trainer, steps) -> Callable[[int], None]:
 def benchmark_training(trainer, config: BenchmarkConfig, setting: Setting, *,
                        num_classes: int, real_input_fn: Optional[Callable] = None
                        ) -> BenchmarkRun:
-    """Times `trainer`'s compiled step (training.train_loop.Trainer, built as the script
+    """Times `trainer`'s compiled step (training.loop.trainer.Trainer, built as the script
     builds it) on synthetic batches, and on real_input_fn's when given. Saves nothing."""
     forward = flops.network_forward_flops(trainer.network, setting.image_shape)
     input_fns = {'real': real_input_fn} if real_input_fn is not None else {}
@@ -207,7 +207,7 @@ def benchmark_training(trainer, config: BenchmarkConfig, setting: Setting, *,
 def benchmark_evaluation(evaluator, config: BenchmarkConfig, setting: Setting, *,
                          batch_size: int, real_dataset: Optional[tf.data.Dataset] = None
                          ) -> BenchmarkRun:
-    """Times the Evaluator's compiled counting loop (training.eval_loop), batch_size
+    """Times the Evaluator's compiled counting loop (training.evaluation.evaluator), batch_size
     examples per step over all replicas, on synthetic batches and on real_dataset's
     (repeated) when given."""
     forward = flops.network_forward_flops(evaluator.network, setting.image_shape)

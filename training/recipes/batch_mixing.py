@@ -13,7 +13,7 @@ alphas set, cutmix is picked with probability --mix_switch_prob, else mixup. The
 become `losses.MixedLabels`: the target is lam * own + (1 - lam) * partner, each
 label-smoothed first (timm's mixup_target).
 
-Every draw is a stateless op of the batch's seed (training.model_step draws it from the
+Every draw is a stateless op of the batch's seed (training.loop.model_step draws it from the
 checkpointed generator dropout uses), so a seeded run repeats its mixing and a resumed
 run mixes as the uninterrupted one did.
 """
@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from core import checks
 from preprocessing import random_draws
-from training import losses
+from training.recipes import losses
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """An evaluation's TensorBoard summaries, at the evaluated checkpoint's step.
 
   eval/Accuracy, eval/Recall_<k>   scalars
-  eval/confusion_matrix            the labelled matrix (training.confusion_image), for
+  eval/confusion_matrix            the labelled matrix (training.summaries.confusion_image), for
                                    up to MAX_LABELLED_CLASSES classes
   eval/per_class                   text: a markdown table of each class's examples,
                                    accuracy, precision and most frequent wrong prediction
@@ -11,7 +11,7 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from training.confusion_image import MAX_LABELLED_CLASSES, confusion_image
+from training.summaries.confusion_image import MAX_LABELLED_CLASSES, confusion_image
 
 
 def _escaped(name: str) -> str:

@@ -5,8 +5,8 @@ from typing import Optional, Sequence
 from core import checks, paths
 from core.errors import UsageError
 from nets import precision as precision_lib
-from training.batch_mixing import MixingConfig
-from training.distillation import DistillationConfig
+from training.recipes.batch_mixing import MixingConfig
+from training.recipes.distillation import DistillationConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +26,7 @@ class TrainConfig:
     moving_average_decay: Optional[float] = None
     num_image_summaries: int = 3
     # Steps per call of the compiled loop, at most: calls also end at log lines, at the
-    # last step, and after about 2 s (training.controller.MAX_SECONDS_PER_CALL).
+    # last step, and after about 2 s (training.loop.controller.MAX_SECONDS_PER_CALL).
     steps_per_loop: int = 100
     precision: str = 'float32'
     jit_compile: bool = False
@@ -35,11 +35,11 @@ class TrainConfig:
     checkpoint_input_position: bool = True
     # A profiler trace of one step every this many steps (TF1's FULL_TRACE); None: off.
     trace_every_n_steps: Optional[int] = None
-    # Mixup and cutmix of training batches (training.batch_mixing); off by default.
+    # Mixup and cutmix of training batches (training.recipes.batch_mixing); off by default.
     mixing: MixingConfig = MixingConfig()
-    # Micro-batches of batch_size per update (training.gradient_accumulation).
+    # Micro-batches of batch_size per update (training.recipes.gradient_accumulation).
     gradient_accumulation_steps: int = 1
-    # A frozen teacher's soft targets beside the labels (training.distillation); off.
+    # A frozen teacher's soft targets beside the labels (training.recipes.distillation); off.
     distillation: DistillationConfig = DistillationConfig()
 
     def __post_init__(self):

@@ -4,7 +4,7 @@ Rows are the true classes, labelled `<id> <name>`; columns the predicted classes
 labelled by id. Each cell shows its count (empty when 0) on a shade of blue: the share
 of the true class's examples predicted as that column, so a good model draws a dark
 diagonal. Readable up to about MAX_LABELLED_CLASSES classes; beyond, eval writes a
-per-class table instead (training.eval_summaries).
+per-class table instead (training.summaries.eval_summaries).
 """
 from typing import Sequence
 

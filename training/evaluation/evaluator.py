@@ -7,7 +7,7 @@ strategy with several replicas (eval's --num_clones) each batch is padded to the
 global batch and split evenly; padded examples are masked out of every count, so the
 numbers equal a one-device pass.
 
-Continuous evaluation follows a training with training.checkpoint_watch.
+Continuous evaluation follows a training with training.checkpoints.watch.
 """
 import dataclasses
 import datetime
@@ -22,7 +22,7 @@ from absl import logging
 
 from core.errors import UsageError
 from core.progress import ProgressBar
-from training import eval_summaries
+from training.summaries import eval_summaries
 
 DEFAULT_TOP_K = (1, 5)
 # Batches counted per call of the compiled counting loop: fewer host round trips.
@@ -274,7 +274,7 @@ def _confusion_csv(confusion: np.ndarray, class_names: Sequence[str]) -> str:
 def report(metrics: Dict, eval_dir: str, record: EvaluationRecord,
            class_names: Optional[Sequence[str]] = None):
     """Prints `eval/<name>: value` lines, writes TensorBoard summaries
-    (training.eval_summaries), and the metrics with what was evaluated: appended as one
+    (training.summaries.eval_summaries), and the metrics with what was evaluated: appended as one
     JSON line to metrics.jsonl (every evaluation) and written alone to metrics.json (the
     latest). A 'confusion' matrix in metrics goes to confusion.csv (the latest) and
     becomes per_class_accuracy in the JSON."""

@@ -20,6 +20,7 @@ Variables are plain or mirrored ones, or the pieces of a partitioned variable (e
 piece is a variable with its own slots).
 """
 import dataclasses
+from typing import Dict, List
 
 import tensorflow as tf
 
@@ -357,6 +358,12 @@ class FtrlOptimizer(Optimizer):
             l1=_constant(self.l1, dtype), l2=_constant(self.l2, dtype),
             lr_power=_constant(self.learning_rate_power, dtype),
             multiply_linear_by_lr=False)
+
+
+def slots_by_optimizer() -> Dict[str, List[str]]:
+    """Each --optimizer's slot names, as object checkpoints key them."""
+    return {name: [key for key, _ in _create_unclipped(OptimizerConfig(optimizer=name)).SLOTS]
+            for name in OPTIMIZER_NAMES}
 
 
 def create_optimizer(config: OptimizerConfig) -> Optimizer:

@@ -3,8 +3,8 @@
 The deployment plan's inner loop (deployment.plan chooses it per mode)
 calls `replica_gradients` inside `strategy.run`, aggregates the gradients its own way,
 then `apply_gradients` and `after_update`. Everything here is the same in every mode,
-mixup/cutmix (training.batch_mixing), gradient accumulation
-(training.gradient_accumulation) and a distillation teacher (training.distillation)
+mixup/cutmix (training.recipes.batch_mixing), gradient accumulation
+(training.recipes.gradient_accumulation) and a distillation teacher (training.recipes.distillation)
 included.
 """
 import contextlib
@@ -16,9 +16,15 @@ from absl import logging
 from core.errors import UsageError
 from nets import precision as precision_lib
 from nets.layers import stateless, weight_factors
-from training import (batch_mixing, checkpoints, distillation, gradient_accumulation,
-                      loss_scaling, losses, moving_averages, summary_capture)
-from training.train_config import TrainConfig
+from training.recipes import batch_mixing
+from training.checkpoints import restore
+from training.recipes import distillation
+from training.recipes import gradient_accumulation
+from training.recipes import loss_scaling
+from training.recipes import losses
+from training.recipes import moving_averages
+from training.summaries import capture
+from training.loop.train_config import TrainConfig
 
 
 def select_trainable(variables, trainable_scopes: Sequence[str]):
@@ -77,7 +83,7 @@ class ModelStep:
             self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                            name='global_step')
             # Gradients and activations for TensorBoard, kept on summary steps only.
-            self.summary_capture = summary_capture.SummaryCapture(self.global_step,
+            self.summary_capture = capture.SummaryCapture(self.global_step,
                                                                   self.train_variables)
             self.replica_statistics = [
                 v for v in network.variables
@@ -104,7 +110,7 @@ class ModelStep:
         """The objects of this step a checkpoint holds, by their checkpoint keys."""
         tracked = {'optimizer': self.optimizer, 'global_step': self.global_step}
         if self.moving_averages is not None:
-            tracked[checkpoints.EMA_KEY] = self.moving_averages
+            tracked[restore.EMA_KEY] = self.moving_averages
         if self.loss_scale is not None:
             tracked['loss_scale'] = self.loss_scale
         if self.random_generator is not None:

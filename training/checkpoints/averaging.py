@@ -26,11 +26,12 @@ from absl import logging
 
 from core import paths
 from core.errors import UsageError
-from training import checkpoint_integrity, checkpoints
+from training.checkpoints import integrity
+from training.checkpoints import restore
 
 RECORD_FILE = 'averaging.json'
 _STATE_FILE = 'checkpoint'
-_OBJECT_GRAPH_KEY = '_CHECKPOINTABLE_OBJECT_GRAPH'
+
 _VALUE_SUFFIX = '/.ATTRIBUTES/VARIABLE_VALUE'
 _STEP_KEYS = ('global_step' + _VALUE_SUFFIX, 'global_step')
 
@@ -44,10 +45,10 @@ def _is_averaged(key: str, dtype: tf.DType, keys) -> bool:
     """
     if not dtype.is_floating:
         return False
-    if _OBJECT_GRAPH_KEY in keys:
-        return (key.startswith((checkpoints.MODEL_KEY + '/', checkpoints.EMA_KEY + '/'))
+    if restore.OBJECT_GRAPH_KEY in keys:
+        return (key.startswith((restore.MODEL_KEY + '/', restore.EMA_KEY + '/'))
                 and key.endswith(_VALUE_SUFFIX))
-    return key.endswith(checkpoints.EMA_NAME_SUFFIX) or key.rpartition('/')[0] not in keys
+    return key.endswith(restore.EMA_NAME_SUFFIX) or key.rpartition('/')[0] not in keys
 
 
 @dataclasses.dataclass
@@ -60,21 +61,21 @@ class _Source:
 
     @classmethod
     def open(cls, prefix: str) -> '_Source':
-        with checkpoint_integrity.naming_damage(prefix):
+        with integrity.naming_damage(prefix):
             reader = tf.train.load_checkpoint(prefix)
             return cls(prefix, reader, reader.get_variable_to_dtype_map(),
                        reader.get_variable_to_shape_map())
 
     @property
     def object_based(self) -> bool:
-        return _OBJECT_GRAPH_KEY in self.dtypes
+        return restore.OBJECT_GRAPH_KEY in self.dtypes
 
     @property
     def step(self) -> Optional[int]:
         for key in _STEP_KEYS:
             if key in self.dtypes:
                 return int(self.reader.get_tensor(key))
-        return checkpoint_integrity.step_of(self.prefix)
+        return integrity.step_of(self.prefix)
 
     def averaged_keys(self) -> Dict[str, tuple]:
         """{key: (shape, dtype name)} of the tensors averaged."""
@@ -83,7 +84,7 @@ class _Source:
                 if _is_averaged(key, dtype, self.dtypes)}
 
     def read(self, key: str) -> np.ndarray:
-        with checkpoint_integrity.naming_damage(self.prefix):
+        with integrity.naming_damage(self.prefix):
             return self.reader.get_tensor(key)
 
 
@@ -131,8 +132,8 @@ def newest_intact(checkpoint_dir: str, count: int) -> List[str]:
     paths.check_input_dir(checkpoint_dir, '--checkpoint_dir',
                           'pass the --train_dir of a training')
     chosen, damaged = [], []
-    for _, prefix in reversed(checkpoint_integrity.candidates(checkpoint_dir)):
-        problem = checkpoint_integrity.find_damage(prefix)
+    for _, prefix in reversed(integrity.candidates(checkpoint_dir)):
+        problem = integrity.find_damage(prefix)
         if problem is None:
             chosen.append(prefix)
         else:
@@ -143,7 +144,7 @@ def newest_intact(checkpoint_dir: str, count: int) -> List[str]:
         logging.warning('Passing over damaged checkpoint(s) %s.', '; '.join(damaged))
     if not chosen:
         raise UsageError(f'No intact checkpoint found in {checkpoint_dir}; pass the '
-                         '--train_dir of a training that saved checkpoints.')
+                         '--train_dir of a training that saved restore.')
     if len(chosen) < count:
         logging.warning('%s holds %d intact checkpoint(s), fewer than '
                         '--num_checkpoints=%d; averaging those.', checkpoint_dir,
@@ -171,7 +172,7 @@ def _check_output(output_dir: str, prefix: str, sources: Sequence[_Source],
         raise UsageError(f'--output_dir={output_dir} holds the checkpoints being '
                          'averaged (its `checkpoint` file is the training\'s); pass '
                          f'another directory, e.g. {os.path.join(output_dir, "averaged")}.')
-    existing = [path for path in checkpoint_integrity.checkpoint_files(prefix) if tf.io.gfile.exists(path)]
+    existing = [path for path in integrity.checkpoint_files(prefix) if tf.io.gfile.exists(path)]
     state = os.path.join(output_dir, _STATE_FILE)
     ours = tf.io.gfile.exists(os.path.join(output_dir, RECORD_FILE))
     if tf.io.gfile.exists(state) and not ours:
@@ -187,7 +188,7 @@ def average(prefixes: Sequence[str], output_dir: str, overwrite: bool = False) -
     if len(prefixes) < 2:
         raise UsageError(f'Averaging needs at least 2 checkpoints, got {len(prefixes)}; '
                          'pass more, or train longer with a smaller --save_interval_secs.')
-    sources = [_Source.open(checkpoints.resolve_checkpoint(p, verify=True))
+    sources = [_Source.open(restore.resolve_checkpoint(p, verify=True))
                for p in prefixes]
     keys = _check_one_network(sources)
     newest = max(sources, key=lambda s: (s.step is not None, s.step or 0))
@@ -200,10 +201,10 @@ def average(prefixes: Sequence[str], output_dir: str, overwrite: bool = False) -
         names.append(key)
         tensors.append(tf.constant(mean_of([s.read(key) for s in sources]) if key in keys
                                    else newest.read(key)))
-    checkpoint_integrity.write_checkpoint(prefix, names, tensors)
+    integrity.write_checkpoint(prefix, names, tensors)
     result = Averaged(prefix, tuple(s.prefix for s in sources),
                       tuple(s.step for s in sources), len(keys), len(names) - len(keys))
-    checkpoint_integrity.write_text(os.path.join(output_dir, RECORD_FILE), json.dumps(dict(
+    integrity.write_text(os.path.join(output_dir, RECORD_FILE), json.dumps(dict(
         dataclasses.asdict(result), copied_from=newest.prefix,
         time=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')),
         indent=2) + '\n')

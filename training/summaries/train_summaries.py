@@ -1,5 +1,5 @@
 """The training's TensorBoard summaries, written by the chief every --save_summaries_secs
-and when training stops (an action of training.controller).
+and when training stops (an action of training.loop.controller).
 
 Tags, as TF-Slim named them where it had them:
   total_loss, losses/<name>, learning_rate, global_step/sec, input/...   scalars
@@ -11,7 +11,7 @@ Tags, as TF-Slim named them where it had them:
   sparsity/<end point>              scalar: the fraction of its values that are zero
 
 Weights are read here, outside the step. Gradients and activations come from the last
-step of the call before the summary: the summary arms training.summary_capture before
+step of the call before the summary: the summary arms training.summaries.capture before
 that call, so no other step computes them and no extra forward pass is run.
 """
 import time
@@ -21,7 +21,7 @@ import tensorflow as tf
 from tensorboard.plugins.histogram import metadata as histogram_metadata
 
 from core.naming import slim_name
-from training.summary_capture import SummaryCapture, histogram_buckets
+from training.summaries.capture import SummaryCapture, histogram_buckets
 
 _HISTOGRAM = histogram_metadata.create_summary_metadata(display_name=None,
                                                          description=None)

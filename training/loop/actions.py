@@ -1,8 +1,8 @@
-"""The outer loop's periodic work, one small action each (training.controller calls
+"""The outer loop's periodic work, one small action each (training.loop.controller calls
 them after every call of the inner loop, in order, as `action(previous, step, result)`;
 an action with `finish(step, result)` also runs once when training stops, one with
 `before_call(step, num_steps)` before each call). The summaries are
-training.train_summaries'."""
+training.summaries.train_summaries'."""
 import math
 import os
 import time
@@ -13,7 +13,8 @@ from absl import logging
 
 from core.errors import SaveFailed, TrainingDiverged, tensorflow_reason
 from deployment import tracing as tracing_lib
-from training import checkpoint_integrity, checkpoints
+from training.checkpoints import integrity
+from training.checkpoints import resume
 
 
 class WarnSkippedExamples:
@@ -85,7 +86,7 @@ class CheckpointSaver:
         if latest and latest.endswith(f'-{step}'):  # saved at this step already
             return
         prefix = tf.io.gfile.join(self.train_dir, f'model.ckpt-{step}')
-        moved = checkpoint_integrity.set_aside(prefix, self.manager.checkpoints)
+        moved = integrity.set_aside(prefix, self.manager.checkpoints)
         if moved:
             logging.info('Moved the files of %s, a damaged checkpoint, into %s so that '
                          'this save does not overwrite them.', prefix,
@@ -96,7 +97,7 @@ class CheckpointSaver:
                 tf.errors.UnavailableError, tf.errors.DataLossError, OSError) as error:
             # What this save left behind goes; the checkpoint file still names the last
             # complete one.
-            checkpoints.remove_partial_save(self.train_dir, step)
+            resume.remove_partial_save(self.train_dir, step)
             kept = self.manager.latest_checkpoint
             raise SaveFailed(
                 f'Saving the checkpoint of step {step} ({prefix}) failed: '

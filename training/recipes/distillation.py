@@ -32,7 +32,8 @@ from core import checks
 from core.errors import UsageError
 from core.naming import slim_name
 from nets import nets_factory
-from training import checkpoints, losses
+from training.checkpoints import restore as restore_lib
+from training.recipes import losses
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,12 +115,12 @@ def build_teacher(config: DistillationConfig, *, num_classes: int, image_shape,
 
 
 def _restore(network, config: DistillationConfig, image_shape):
-    """Restores the teacher by slim name, as checkpoints.restore_network does for
+    """Restores the teacher by slim name, as restore_lib.restore_network does for
     fine-tuning and evaluation, after checking that every variable fits."""
     path, name = config.teacher_checkpoint_path, config.teacher_model_name
     flag = f'--teacher_checkpoint_path={path}'
     try:
-        plan = checkpoints.plan_restore(network, path)
+        plan = restore_lib.plan_restore(network, path)
     except UsageError as error:
         reason = str(error).replace('--checkpoint_path', '--teacher_checkpoint_path')
         raise UsageError(f'{flag}: {reason}') from None
@@ -143,6 +144,6 @@ def _restore(network, config: DistillationConfig, image_shape):
                          f'({example}); pass the --teacher_model_name that checkpoint was '
                          f'trained as, and a --train_image_size its layers take (its '
                          f'default: {size}).')
-    checkpoints.restore_network(network, path)
+    restore_lib.restore_network(network, path)
     logging.vlog(1, 'Teacher variables: %s',
                  ', '.join(slim_name(v) for v in network.variables))
