@@ -90,13 +90,15 @@ class Controller:
 
     def __init__(self, *, train_n_steps: Callable, current_step: Callable[[], int],
                  pace: Pace, agree: Callable[[CallPlan], CallPlan],
-                 actions: Sequence, trace=None):
+                 actions: Sequence, trace=None,
+                 clock: Callable[[], float] = time.perf_counter):
         self.train_n_steps = train_n_steps
         self.current_step = current_step
         self.pace = pace
         self.agree = agree
         self.actions = list(actions)
         self.trace = trace  # training.loop.actions.TraceSteps, or None
+        self.clock = clock  # times each call for the pace (tests pass a fake)
 
     def _next_call(self, step: int, stop: StopRequest):
         num_steps = self.pace.next_call(step)
@@ -117,12 +119,12 @@ class Controller:
                 for action in self.actions:  # e.g. the summary arms its capture
                     if hasattr(action, 'before_call'):
                         action.before_call(step, call.num_steps)
-                started = time.perf_counter()
+                started = self.clock()
                 with (self.trace.around(self.pace.sec_per_step) if tracing
                       else contextlib.nullcontext()):
                     result = self.train_n_steps(call.num_steps)
                 # A traced step is slower than the others.
-                self.pace.record(call.num_steps, time.perf_counter() - started,
+                self.pace.record(call.num_steps, self.clock() - started,
                                  measured=not tracing)
                 previous_step, step = step, self.current_step()
                 for action in self.actions:
