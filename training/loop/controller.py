@@ -85,6 +85,28 @@ class Pace:
         self.window_steps, self.window_seconds = 0, 0.0
 
 
+class PacedSteps:
+    """run(n): n steps of the inner loop, in calls as long as the Controller makes them
+    (Pace), without its actions, agreement or stop request: the loop's own rhythm, for
+    a benchmark to time (training.benchmark)."""
+
+    def __init__(self, train_n_steps: Callable[[int], object], *, steps_per_loop: int,
+                 log_every_n_steps: int, clock: Callable[[], float] = time.perf_counter):
+        self.train_n_steps = train_n_steps
+        self.pace = Pace(steps_per_loop, log_every_n_steps, max_steps=None)
+        self.clock = clock
+        self.step = 0  # steps run so far
+
+    def run(self, num_steps: int):
+        end = self.step + num_steps
+        while self.step < end:
+            call = min(self.pace.next_call(self.step), end - self.step)
+            started = self.clock()
+            self.train_n_steps(call)  # returns fetched metrics: the steps are done
+            self.pace.record(call, self.clock() - started)
+            self.step += call
+
+
 class Controller:
     """Runs the inner loop and the actions; returns (step reached, last result)."""
 
