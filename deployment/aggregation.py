@@ -15,7 +15,7 @@ from typing import List, Sequence, Tuple
 import tensorflow as tf
 from absl import logging
 
-from nets.layers.weight_factors import Factored
+from deployment.weight_factors import Factored
 
 GradsAndVars = List[Tuple[tf.Tensor, tf.Variable]]
 
@@ -23,7 +23,7 @@ GradsAndVars = List[Tuple[tf.Tensor, tf.Variable]]
 class AllReduce:
     """Sums each gradient over the replicas in sync; every replica gets the sum.
 
-    A matmul weight's gradient given as factors (nets.layers.weight_factors.Factored)
+    A matmul weight's gradient given as factors (deployment.weight_factors.Factored)
     crosses as its factors: each replica puts its rows, [inputs | output gradients],
     in its own slot of a zero matrix of every replica's rows, so the sum (in the same
     all-reduce as the other gradients) stacks them all; each replica then multiplies

@@ -37,7 +37,7 @@ class AllReduceConfig:
     # Between workers: gradients all-reduced in packs of about this size (0: one pack).
     bytes_per_pack: int = 0
     # Between workers: matmul weights' gradients as factors where they are smaller
-    # (nets.layers.weight_factors).
+    # (deployment.weight_factors).
     weight_factors: bool = True
 
     def __post_init__(self):

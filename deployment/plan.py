@@ -85,7 +85,8 @@ class DeploymentPlan:
                                                 cluster=self._all_reduce_cluster(),
                                                 input_options=options),
                             aggregation.AllReduce(), jit_compile=jit_compile,
-                            capture_in_every_step=self.agreement is not None)
+                            capture_in_every_step=self.agreement is not None,
+                            factor_weights=self.factors_weight_gradients)
 
     def agree(self, proposal: CallPlan) -> CallPlan:
         """The next call's length and whether to stop, the same on every worker."""

@@ -8,11 +8,16 @@ scheduled on parameter-server workers). Sync replicas have their own inner loop
 (deployment.sync_replicas_steps); the deployment plan chooses one, once.
 
 The model step is any object with `global_step`, `train_variables`,
-`replica_gradients(images, labels, step) -> (gradients, metrics, first_images)`,
-`apply_gradients(grads_and_vars, learning_rate)`, `share_replica_statistics()`,
-`after_update()` and `summary_capture` (training.summaries.capture.SummaryCapture)
-(training.loop.model_step.ModelStep).
+`replica_gradients(images, labels, step, *, capture, factor_weights) -> (gradients,
+metrics, first_images)`, `apply_gradients(grads_and_vars, learning_rate, *, capture)`,
+`share_replica_statistics()`, `after_update()` and `summary_capture`
+(training.summaries.capture.SummaryCapture) (training.loop.model_step.ModelStep). Its
+modes are arguments of each step: `capture` (TensorBoard's capture in the step: a
+separately traced variant) and `factor_weights` (matmul weights' gradients as factors,
+decided by the plan once).
 """
+import functools
+
 import dataclasses
 from typing import Dict
 
@@ -34,8 +39,10 @@ class ReplicaSteps:
     servers (where the aggregator leaves each worker's gradients as they are)."""
 
     def __init__(self, strategy: tf.distribute.Strategy, model_step, runner, aggregator,
-                 jit_compile: bool = False, capture_in_every_step: bool = False):
+                 jit_compile: bool = False, capture_in_every_step: bool = False,
+                 factor_weights: bool = False):
         self.strategy = strategy
+        self.factor_weights = factor_weights
         # Workers of a multi-worker all-reduce must run one function (their collectives
         # are matched by trace) whether or not the chief captures.
         self.capture_in_every_step = capture_in_every_step
@@ -46,8 +53,10 @@ class ReplicaSteps:
         # function per variant (with or without TensorBoard's capture), each traced
         # when first needed.
         self._replica_step_fns = {
-            capture: (tf.function(self._replica_step, autograph=False, jit_compile=True)
-                      if jit_compile else self._replica_step)
+            capture: (tf.function(functools.partial(self._replica_step, capture=capture),
+                                  autograph=False, jit_compile=True)
+                      if jit_compile else functools.partial(self._replica_step,
+                                                            capture=capture))
             for capture in (False, True)}
         # Traced without AutoGraph (the loop is an explicit tf.while_loop): AutoGraph
         # converting every layer made tracing ~6x slower.
@@ -56,13 +65,14 @@ class ReplicaSteps:
             for capture in (False, True)}
         self._metric_names = None  # the step's metrics, in output order (set when traced)
 
-    def _replica_step(self, images, labels):
+    def _replica_step(self, images, labels, capture):
         model = self.model_step
-        gradients, metrics, first_images = model.replica_gradients(images, labels,
-                                                                   model.global_step)
+        gradients, metrics, first_images = model.replica_gradients(
+            images, labels, model.global_step, capture=capture,
+            factor_weights=self.factor_weights)
         model.apply_gradients(
             self.aggregator.aggregate(zip(gradients, model.train_variables)),
-            metrics['learning_rate'])
+            metrics['learning_rate'], capture=capture)
         model.share_replica_statistics()
         return metrics, first_images
 
@@ -98,8 +108,7 @@ class ReplicaSteps:
         unreadable examples skipped so far. With `capture`, the step holds TensorBoard's
         capture (training.summaries.capture)."""
         def body(count, *_):
-            with self.model_step.summary_capture.tracing(capture):
-                return (count + 1, *self._step(iterator, capture))
+            return (count + 1, *self._step(iterator, capture))
 
         initial = (tf.constant(0), tf.zeros([0, 0]), tf.zeros([0, 0, 0, 0]),
                    tf.zeros([0], tf.int64))

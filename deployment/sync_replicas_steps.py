@@ -9,6 +9,7 @@ as soon as one closure of this round has ended, i.e. once the round's last updat
 applied. Like TF1's chief it never waits for a backup's step still running: that
 closure ends at its next check (its offer is stale, or 'done') and is replaced then.
 """
+import functools
 import queue
 import threading
 from typing import Callable
@@ -42,29 +43,30 @@ class SyncReplicaSteps:
                            for capture in (False, True)}
         self._dropped_logged = 0
 
-    def _contribution(self, images, labels, version):
+    def _contribution(self, images, labels, version, capture):
         # Weights are read after the version they belong to (see deployment.sync_replicas).
         with tf.control_dependencies([version]):
             gradients, metrics, first_images = self.model_step.replica_gradients(
-                images, labels, version)
+                images, labels, version, capture=capture)
         summed = self.aggregator.aggregate(zip(gradients, self.model_step.train_variables))
         return [g for g, _ in summed], metrics, first_images
 
-    def _apply_mean(self, mean_gradients, version):
+    def _apply_mean(self, mean_gradients, version, capture):
         """The update, on the parameter servers (its learning rate is the version's)."""
         model = self.model_step
         model.apply_gradients(zip(mean_gradients, model.train_variables),
-                              model.learning_rate_fn(version))
+                              model.learning_rate_fn(version), capture=capture)
         model.after_update()
 
-    def _step(self, iterator, worker, target):
+    def _step(self, iterator, worker, target, capture):
         model, local, sync = self.model_step, self.strategy.experimental_local_results, \
             self.sync_replicas
         images, labels, *skipped = next(iterator)
         version = model.global_step.read_value()
         gradients, metrics, first_images = self.strategy.run(
-            self._contribution, args=(images, labels, version))
-        outcome = sync.offer(worker, version, target, local(gradients)[0], self._apply_mean)
+            self._contribution, args=(images, labels, version, capture))
+        outcome = sync.offer(worker, version, target, local(gradients)[0],
+                             functools.partial(self._apply_mean, capture=capture))
         released = tf.cond(tf.equal(outcome, 'waiting'),
                            lambda: sync.wait_for_release(worker, version),
                            lambda: tf.identity(version))
@@ -86,11 +88,10 @@ class SyncReplicaSteps:
         step holds TensorBoard's capture."""
         # The worker running this closure (a call-time value: the function is traced once).
         worker = tf.distribute.coordinator.experimental_get_current_worker_index()
-        with self.model_step.summary_capture.tracing(capture):
-            outputs = self._step(iterator, worker, target)
-            return tf.while_loop(
-                lambda _: self.model_step.global_step < target,
-                lambda _: (self._step(iterator, worker, target),), (outputs,))[0]
+        outputs = self._step(iterator, worker, target, capture)
+        return tf.while_loop(
+            lambda _: self.model_step.global_step < target,
+            lambda _: (self._step(iterator, worker, target, capture),), (outputs,))[0]
 
     def train_n_steps(self, num_steps: int) -> StepResult:
         steps_fn = self._steps_fns[self.model_step.summary_capture.armed]

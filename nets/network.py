@@ -48,7 +48,9 @@ class Network(layers.Module):
     (and drop-path) draw their masks from, so a checkpoint of it makes a resumed run
     draw what an uninterrupted one would (without one, TensorFlow's global seed); and
     `step`, the training step counter, which reaches only nets that set `uses_step`
-    (NASNet's drop-path schedule) and switches quantization on after its delay.
+    (NASNet's drop-path schedule) and switches quantization on after its delay;
+    `product_recording`, lent to the matmul layers for the call
+    (nets.layers.weighted.recording_products: the training step's weight factors).
 
     Nets with a feature extractor (slim's `*_base(final_endpoint=...)`) implement
     `forward_base(images, *, final_endpoint, training) -> (features, EndPoints)`, called
@@ -77,11 +79,12 @@ class Network(layers.Module):
     def default_image_size(self) -> Optional[int]:
         return self.spec.default_image_size if self.spec else None
 
-    def __call__(self, images, training=None, step=None, random_generator=None
-                 ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+    def __call__(self, images, training=None, step=None, random_generator=None,
+                 product_recording=None) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
         training = self.is_training if training is None else training
         # Op names under the net's scope, as slim's, for exports (NASNet has none).
-        with self._op_scope(), self._quantized(step, training):
+        with self._op_scope(), self._quantized(step, training), \
+                layers.recording_products(self, product_recording):
             return super().__call__(self._quantize_input(images, training),
                                     training=training, random_generator=random_generator,
                                     **self._step_argument(step))

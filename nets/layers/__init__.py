@@ -34,7 +34,7 @@ from nets.layers.normalization import (  # noqa: F401
     BatchNorm, BatchNormParams, LayerNorm, local_response_normalization)
 from nets.layers.weighted import (  # noqa: F401
     Conv2D, Conv3D, ConvND, FullyConnected, IntTuple, SeparableConv2D, WeightedLayer,
-    conv2d_same)
+    conv2d_same, recording_products)
 from nets.layers.stateless import (  # noqa: F401
     avg_pool, drop_path, drop_path_rates, dropout, flatten, max_pool, random_seed,
     schedule_drop_path, stochastic_depth)

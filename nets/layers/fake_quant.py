@@ -3,7 +3,6 @@ they compute and why): one `Quantization` per net, shared by its weighted layers
 `ActivationQuantizer` per tracked range."""
 import contextlib
 import dataclasses
-import threading
 
 import tensorflow as tf
 
@@ -32,11 +31,12 @@ class QuantizationParams:
 
 class Quantization:
     """One net's quantization: its params, and whether fake quantization is on in the
-    current call of the net (per thread: MirroredStrategy traces replicas in threads)."""
+    current call of the net (set by the net's call from its `step` argument; replicas
+    traced in MirroredStrategy's threads take turns, one whole call at a time)."""
 
     def __init__(self, params: QuantizationParams):
         self.params = params
-        self._call = threading.local()
+        self._active = True  # in the current call: True, or a boolean tensor
 
     @contextlib.contextmanager
     def applied(self, step, training: bool):
@@ -45,16 +45,15 @@ class Quantization:
             active = True
         else:
             active = tf.greater_equal(tf.cast(step, tf.int64), self.params.delay)
-        previous = getattr(self._call, 'active', True)
-        self._call.active = active
+        previous, self._active = self._active, active
         try:
             yield
         finally:
-            self._call.active = previous
+            self._active = previous
 
     def when_active(self, quantized_fn, values):
         """quantized_fn(values) when fake quantization is on, else values."""
-        active = getattr(self._call, 'active', True)
+        active = self._active
         if active is True:
             return quantized_fn(values)
         return tf.cond(active, lambda: quantized_fn(values), lambda: tf.identity(values))

@@ -9,7 +9,15 @@ Variables take slim's names ('Conv/weights', 'Conv/BatchNorm/gamma'), or with
 'depthwise_kernel'), whose batch norm is a layer of its own beside the convolution
 ('tpu_batch_normalization/gamma', named by `normalizer_name`), so that checkpoints of
 the official EfficientNet releases restore by name.
+
+A matmul layer (fully connected, or a conv covering its whole input) may hand its
+product to a recording that its net lends it for one call (`recording_products`): any
+object with `wants(variable, inputs) -> bool` and `record(variable, inputs, outputs)`.
+When the recording wants it, the layer stops its weights' gradient through the product
+and records the product's inputs and outputs; the recording's owner forms that gradient
+itself (deployment.weight_factors does, for the all-reduce between workers).
 """
+import contextlib
 import math
 from typing import Optional, Sequence, Union
 
@@ -19,7 +27,6 @@ from nets.layers.fake_quant import ActivationQuantizer, Quantization
 from nets.layers.initializers import xavier_initializer, zeros_initializer
 from nets.layers.module import Module
 from nets.layers.normalization import BatchNorm
-from nets.layers import weight_factors
 
 IntTuple = Union[int, Sequence[int]]
 
@@ -66,6 +73,7 @@ class WeightedLayer(Module):
         self.act_quant = ActivationQuantizer(quantization) if quantization else None
         self.biases = None
         self._built = False
+        self._product_recording = None  # lent for one call (recording_products)
 
     def _children(self):
         children = super()._children()
@@ -100,12 +108,16 @@ class WeightedLayer(Module):
         return read(weights, dtype)
 
     def _matmul(self, inputs, weights):
-        """inputs [rows, M] @ weights [M, N]; recorded as the weight gradient's factors
-        when the training step asks (nets.layers.weight_factors). Not in a
+        """inputs [rows, M] @ weights [M, N], the value of self.weights as read (cast,
+        reshaped); handed to the lent recording when it wants it. Never in a
         quantization-aware net, whose fake-quantized weights' gradient is clipped."""
-        if self.quantization is not None:
+        recording = self._product_recording
+        if (self.quantization is not None or recording is None
+                or not recording.wants(self.weights, inputs)):
             return tf.matmul(inputs, weights)
-        return weight_factors.matmul(inputs, weights, self.weights)
+        outputs = tf.matmul(inputs, tf.stop_gradient(weights))
+        recording.record(self.weights, inputs, outputs)
+        return outputs
 
     def _finish(self, outputs, training):
         if self.batch_norm is not None:
@@ -254,3 +266,23 @@ class FullyConnected(WeightedLayer):
         outputs = (self._matmul(inputs, weights) if inputs.shape.rank == 2
                    else tf.tensordot(inputs, weights, axes=1))
         return self._finish(outputs, training)
+
+
+@contextlib.contextmanager
+def recording_products(module: Module, recording):
+    """Lends `recording` to the matmul layers of `module`'s tree while the context is
+    open (one call of the net); None lends nothing."""
+    if recording is None:
+        yield
+        return
+    matmul_layers = [m for m in (module, *module.submodules) if isinstance(m, WeightedLayer)]
+    if any(layer._product_recording is not None for layer in matmul_layers):
+        raise RuntimeError(f'{module.relative_name!r} has a product recording already: one '
+                           'call of the net at a time may record its products.')
+    for layer in matmul_layers:
+        layer._product_recording = recording  # pylint: disable=protected-access
+    try:
+        yield
+    finally:
+        for layer in matmul_layers:
+            layer._product_recording = None  # pylint: disable=protected-access

@@ -1,4 +1,4 @@
-"""The all-reduce of matmul weights' gradients as factors (nets.layers.weight_factors,
+"""The all-reduce of matmul weights' gradients as factors (deployment.weight_factors,
 deployment.aggregation.AllReduce), on two replicas in this process (the test's two
 logical CPUs): every replica gets the sum a whole-gradient all-reduce gives. The
 cluster's case runs through the script in test_distributed_training.py."""
@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from deployment.aggregation import AllReduce
 from nets import nets_factory
-from nets.layers.weight_factors import Factored
+from deployment.weight_factors import Factored
 from training.recipes import optimizers
 from training.loop.model_step import ModelStep
 from training.loop.train_config import TrainConfig
@@ -27,15 +27,15 @@ def _aggregated_gradients(strategy, factor: bool, batches):
         strategy=strategy, network=network, optimizer=optimizer,
         learning_rate_fn=lambda step: 0.1, image_shape=(32, 32, 3),
         config=TrainConfig(train_dir='unused', batch_size=BATCH),
-        with_random_generator=True, factor_weight_gradients=factor)
+        with_random_generator=True)
     for variable in network.variables:
         rng = np.random.default_rng(sum(map(ord, variable.name)))
         variable.assign(0.05 * rng.standard_normal(variable.shape).astype(np.float32))
     aggregator, kinds = AllReduce(), set()
 
     def replica_fn(images, labels):
-        gradients, _, _ = model_step.replica_gradients(images, labels,
-                                                       model_step.global_step)
+        gradients, _, _ = model_step.replica_gradients(
+            images, labels, model_step.global_step, factor_weights=factor)
         kinds.update(type(g) for g in gradients)
         return [g for g, _ in aggregator.aggregate(zip(gradients,
                                                        model_step.train_variables))]

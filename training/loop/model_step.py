@@ -7,7 +7,6 @@ mixup/cutmix (training.recipes.batch_mixing), gradient accumulation
 (training.recipes.gradient_accumulation) and a distillation teacher (training.recipes.distillation)
 included.
 """
-import contextlib
 from typing import Callable, Sequence
 
 import tensorflow as tf
@@ -15,7 +14,8 @@ from absl import logging
 
 from core.errors import UsageError
 from nets import precision as precision_lib
-from nets.layers import stateless, weight_factors
+from deployment import weight_factors
+from nets.layers import stateless
 from training.recipes import batch_mixing
 from training.checkpoints import restore
 from training.recipes import distillation
@@ -52,7 +52,7 @@ class ModelStep:
 
     def __init__(self, *, strategy: tf.distribute.Strategy, network, optimizer,
                  learning_rate_fn: Callable, image_shape, config: TrainConfig,
-                 with_random_generator: bool, factor_weight_gradients: bool = False):
+                 with_random_generator: bool):
         self.strategy = strategy
         self.network = network
         self.optimizer = optimizer
@@ -63,11 +63,10 @@ class ModelStep:
         self.micro_batches = config.gradient_accumulation_steps
         self.batch_size = config.batch_size  # per replica
         self.compute_dtype = precision_lib.compute_dtype(config.precision)
-        # Matmul weights' gradients as factors for the all-reduce (the deployment plan
-        # asks, between workers): not with a loss scale or micro-batches, whose
-        # gradients are unscaled or summed before they are aggregated.
-        self.factor_weight_gradients = (factor_weight_gradients and self.micro_batches == 1
-                                        and config.precision != 'mixed_float16')
+        # Matmul weights' gradients can come as factors for the all-reduce, unless a
+        # loss scale or micro-batches unscale or sum gradients before aggregation.
+        self.can_factor_weight_gradients = (self.micro_batches == 1
+                                            and config.precision != 'mixed_float16')
         slow = precision_lib.slow_precision_reason(
             config.precision, on_gpu=bool(tf.config.list_logical_devices('GPU')))
         if slow:
@@ -117,25 +116,33 @@ class ModelStep:
             tracked['random_generator'] = self.random_generator
         return tracked
 
-    def replica_gradients(self, images, labels, step):
+    def replica_gradients(self, images, labels, step, *, capture: bool = False,
+                          factor_weights: bool = False):
         """Forward and backward on one replica's batch, with the weights of `step`;
         returns (gradients, metrics, the batch's first images). With gradient
-        accumulation the batch is K micro-batches stacked ([K, batch, ...]). With
-        factor_weight_gradients, a matmul weight's gradient may be its factors
-        (nets.layers.weight_factors.Factored), which the all-reduce multiplies."""
+        accumulation the batch is K micro-batches stacked ([K, batch, ...]).
+
+        capture: the step holds TensorBoard's activation capture (taken on the armed
+        step only, training.summaries.capture). factor_weights: a matmul weight's
+        gradient may come as its factors (deployment.weight_factors.Factored), which
+        the all-reduce multiplies; ignored where can_factor_weight_gradients is False
+        or one replica is in sync."""
         learning_rate = self.learning_rate_fn(step)
+        factor_weights = (factor_weights and self.can_factor_weight_gradients
+                          and self.strategy.num_replicas_in_sync > 1)
         if self.micro_batches == 1:
-            gradients, metrics, first_images = self._gradients(images, labels, step)
+            gradients, metrics, first_images = self._gradients(images, labels, step,
+                                                               capture, factor_weights)
         else:
             gradients, metrics, first_images = gradient_accumulation.accumulate(
-                lambda micro_images, micro_labels: self._gradients(micro_images,
-                                                                   micro_labels, step),
+                lambda micro_images, micro_labels: self._gradients(
+                    micro_images, micro_labels, step, capture, factor_weights=False),
                 images, labels, self.micro_batches, self.train_variables)
         metrics = {'total_loss': metrics.pop('total_loss'), 'learning_rate': learning_rate,
                    **metrics}
         return gradients, metrics, first_images
 
-    def _gradients(self, images, labels, step):
+    def _gradients(self, images, labels, step, capture, factor_weights):
         """(gradients, loss metrics, first images) of one (micro-)batch, mixed first
         when mixup or cutmix is on; a teacher sees the batch as mixed."""
         if self.mixing.enabled:
@@ -143,11 +150,16 @@ class ModelStep:
                 images, labels, stateless.random_seed(self.random_generator), self.mixing)
         teacher = (self.teacher.soft_targets(tf.cast(images, self.compute_dtype))
                    if self.teacher is not None else None)
-        with tf.GradientTape() as tape, self._weight_factor_recording(tape) as recording:
-            # Nets whose schedule follows training (NASNet's drop-path) read the step.
+        with tf.GradientTape() as tape:
+            recording = (weight_factors.Recording(
+                self.train_variables, self.strategy.num_replicas_in_sync, self.batch_size,
+                tape) if factor_weights else None)
+            # Nets whose schedule follows training (NASNet's drop-path) read the step; a
+            # recording is passed only when there is one (any net runs without).
+            recorded = {'product_recording': recording} if recording is not None else {}
             logits, end_points = self.network(
                 tf.cast(images, self.compute_dtype), training=True, step=step,
-                random_generator=self.random_generator)
+                random_generator=self.random_generator, **recorded)
             loss_terms = losses.compute_losses(logits, end_points, labels, self.network,
                                                self.label_smoothing, teacher)
             total_loss = tf.add_n(list(loss_terms.values()))
@@ -161,26 +173,19 @@ class ModelStep:
         gradients = (recording or tape).gradient(scaled_loss, self.train_variables)
         if self.loss_scale is not None:
             gradients = self.loss_scale.unscale(gradients)
-        self.summary_capture.capture_activations(end_points)
+        if capture:
+            self.summary_capture.capture_activations(end_points)
         return gradients, {'total_loss': total_loss, **loss_terms}, \
             images[:self.num_image_summaries]
 
-    def _weight_factor_recording(self, tape):
-        """A recording of matmul weights' factors for `tape`, when asked and replicas
-        are in sync (deployment.aggregation all-reduces the factors); else a context
-        giving None."""
-        replicas = self.strategy.num_replicas_in_sync
-        if not self.factor_weight_gradients or replicas < 2:
-            return contextlib.nullcontext()
-        return weight_factors.Recording(self.train_variables, replicas, self.batch_size,
-                                        tape)
-
-    def apply_gradients(self, grads_and_vars, learning_rate):
+    def apply_gradients(self, grads_and_vars, learning_rate, *, capture: bool = False):
         """The optimizer's update; in float16, skipped when a gradient overflowed (the
         loss scale is lowered instead). Gradients are aggregated already, so every
-        replica takes the same branch."""
+        replica takes the same branch. capture: as for replica_gradients (the gradients'
+        histograms and norms)."""
         grads_and_vars = list(grads_and_vars)
-        self.summary_capture.capture_gradients(grads_and_vars)
+        if capture:
+            self.summary_capture.capture_gradients(grads_and_vars)
         if self.loss_scale is None:
             self.optimizer.apply_gradients(grads_and_vars, learning_rate)
             return

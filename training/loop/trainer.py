@@ -58,8 +58,7 @@ class Trainer:
         self.model_step = ModelStep(
             strategy=self.strategy, network=network, optimizer=optimizer,
             learning_rate_fn=learning_rate_fn, image_shape=image_shape, config=config,
-            with_random_generator=self.plan.steps_share_one_generator,
-            factor_weight_gradients=self.plan.factors_weight_gradients)
+            with_random_generator=self.plan.steps_share_one_generator)
         self.checkpoint = tf.train.Checkpoint(**{restore_lib.MODEL_KEY: network},
                                               **self.model_step.checkpointed())
         self._manage_checkpoints()

@@ -18,7 +18,6 @@ collectives are matched by trace), so there the capture is in every step
 The variables are one copy per replica (ON_READ) holding the first replica's values, so
 a capture needs no communication.
 """
-import contextlib
 from typing import Dict, Optional, Sequence
 
 import numpy as np
@@ -90,21 +89,11 @@ class SummaryCapture:
             tf.zeros([MAX_END_POINTS, HISTOGRAM_BUCKETS, 3]))
         self.zero_fractions = _first_replica_copy(tf.zeros([MAX_END_POINTS]))
         self._armed = None
-        self._tracing_capture = False
 
     @property
     def armed(self) -> bool:
         """Whether the coming call captures (needs the step traced with the capture)."""
         return self._armed is not None
-
-    @contextlib.contextmanager
-    def tracing(self, with_capture: bool):
-        """Steps traced inside hold the capture ops if `with_capture`, else none."""
-        previous, self._tracing_capture = self._tracing_capture, with_capture
-        try:
-            yield
-        finally:
-            self._tracing_capture = previous
 
     def arm(self, step: Optional[int]):
         """Captures at `step` (the last step of the coming call), or never (None)."""
@@ -117,9 +106,8 @@ class SummaryCapture:
         tf.cond(due, lambda: (capture(), tf.constant(True))[1], lambda: tf.constant(False))
 
     def capture_activations(self, end_points: Dict[str, tf.Tensor]):
-        """Zero fraction and histogram of each floating end point (in the step)."""
-        if not self._tracing_capture:
-            return
+        """Zero fraction and histogram of each floating end point (in a step traced
+        with the capture)."""
         named = {name: value for name, value in end_points.items()
                  if isinstance(value, tf.Tensor) and value.dtype.is_floating}
         self.end_point_names[:] = list(named)[:MAX_END_POINTS]
@@ -142,7 +130,7 @@ class SummaryCapture:
         """Histogram and norm of each variable's gradient as applied (after aggregation);
         variables without a gradient keep zeros."""
         grads_and_vars = [(g, v) for g, v in grads_and_vars if g is not None]
-        if not grads_and_vars or not self._tracing_capture:
+        if not grads_and_vars:
             return
 
         def capture():

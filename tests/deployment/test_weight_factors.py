@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from nets import layers
-from nets.layers import weight_factors
+from deployment import weight_factors
+from nets import layers, nets_factory
 from nets.layers.fake_quant import Quantization, QuantizationParams
 
 
@@ -45,9 +45,12 @@ def test_recorded_factors_and_the_tapes_rest_make_the_whole_gradient():
         plain_loss = loss()
     expected = tape.gradient(plain_loss, variables)
 
-    with tf.GradientTape() as tape, weight_factors.Recording(
-            variables, replicas=2, batch_size=3, tape=tape) as recording:
-        recorded_loss = loss()
+    tree = layers.Module('tree')
+    tree.layers = [fc, conv, small]
+    with tf.GradientTape() as tape:
+        recording = weight_factors.Recording(variables, replicas=2, batch_size=3, tape=tape)
+        with layers.recording_products(tree, recording):
+            recorded_loss = loss()
     factored = recording.gradient(recorded_loss, variables)
 
     kinds = [isinstance(g, weight_factors.Factored) for g in factored]
@@ -70,9 +73,11 @@ def test_without_a_recording_or_in_a_quantized_net_the_gradient_is_whole():
                                       quantization=Quantization(QuantizationParams()))
     images = tf.ones([2, 64])
     quantized(images, training=True)
-    with tf.GradientTape() as tape, weight_factors.Recording(
-            [quantized.weights], replicas=2, batch_size=2, tape=tape) as recording:
-        quantized(images, training=True)
+    with tf.GradientTape() as tape:
+        recording = weight_factors.Recording([quantized.weights], replicas=2, batch_size=2,
+                                             tape=tape)
+        with layers.recording_products(quantized, recording):
+            quantized(images, training=True)
     assert recording.records == {}
     plain = layers.FullyConnected('plain', 48)
     plain(images, training=True)
@@ -81,8 +86,34 @@ def test_without_a_recording_or_in_a_quantized_net_the_gradient_is_whole():
     assert tape.gradient(outputs, plain.weights) is not None
 
 
-def test_recordings_do_not_nest():
-    with tf.GradientTape() as tape, weight_factors.Recording([], 2, 1, tape):
-        with pytest.raises(RuntimeError, match='open already'):
-            with weight_factors.Recording([], 2, 1, tape):
-                pass
+def test_a_recording_is_lent_for_one_call_and_calls_do_not_nest():
+    fc = layers.FullyConnected('fc', 48)
+    images = tf.ones([2, 64])
+    fc(images, training=True)
+    with tf.GradientTape() as tape:
+        recording = weight_factors.Recording([fc.weights], replicas=2, batch_size=2,
+                                             tape=tape)
+        with layers.recording_products(fc, recording):
+            with pytest.raises(RuntimeError, match='one call of the net at a time'):
+                with layers.recording_products(fc, recording):
+                    pass
+            fc(images, training=True)
+        fc(images, training=True)  # after the call: not recorded
+    assert len(recording.records[fc.weights.ref()]) == 1
+
+
+def test_a_nets_call_lends_its_recording_to_its_matmul_layers():
+    """The recording reaches the net's layers as an argument of its call, and only
+    for that call."""
+    network = nets_factory.get_network_fn('cifarnet', 10, is_training=True)
+    images = tf.ones([2, 32, 32, 3])
+    network(images)
+    fc3 = network.trainable_variables[[v.name for v in network.trainable_variables]
+                                      .index('CifarNet/fc3/weights:0')]
+    with tf.GradientTape() as tape:
+        recording = weight_factors.Recording(network.trainable_variables, replicas=2,
+                                             batch_size=2, tape=tape)
+        network(images, product_recording=recording)
+        network(images)
+    assert [calls for ref, calls in recording.records.items() if ref == fc3.ref()]
+    assert all(len(calls) == 1 for calls in recording.records.values())

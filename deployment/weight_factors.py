@@ -6,21 +6,19 @@ rows each and an M x N weight, R x B x (M + N) numbers give the M x N sum over r
 size, the step all-reduces them instead of the gradient, and each worker multiplies
 them: the same sum, added in another order.
 
-While a `Recording` is open (training.loop.model_step opens one when workers all-reduce),
-a matmul layer (fully connected, or a conv covering its whole input) whose weight is
-worth factoring records its inputs and outputs and stops its weight's gradient through
-the product: the tape then gives the weight's other terms (weight decay), and the
-outputs' gradient, which the step asks for. deployment.aggregation all-reduces the
-factors and multiplies them.
+The training step passes a `Recording` to its net's call when the plan factors weight
+gradients (multi-worker all-reduce); the net lends it to its matmul layers
+(nets.layers.weighted.recording_products). A layer whose weight is worth factoring
+records its inputs and outputs and stops its weight's gradient through the product: the
+tape then gives the weight's other terms (weight decay), and the outputs' gradient,
+which `Recording.gradient` asks for. deployment.aggregation all-reduces the factors and
+multiplies them.
 """
 import dataclasses
 import math
-import threading
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
-
-_open = threading.local()  # the replica's Recording (each replica traces in its thread)
 
 
 @dataclasses.dataclass
@@ -45,8 +43,8 @@ def worth_factoring(weight_shape: Sequence[int], rows: Optional[int], replicas: 
 
 
 class Recording:
-    """Records the factors of `variables` worth factoring, in the layers called while
-    it is open (in this thread), for `tape`; `replicas`: the replicas in sync;
+    """Records the factors of `variables` worth factoring, in the layers of the net call
+    it is given to, for `tape`; `replicas`: the replicas in sync;
     `batch_size`: the per-replica batch, a bound on a layer's rows where its batch
     dimension is not static (a distributed input's)."""
 
@@ -58,15 +56,6 @@ class Recording:
         self.batch_size = batch_size
         # variable ref -> [(inputs, outputs)], one pair per call of its layer.
         self.records: Dict[object, List[Tuple[tf.Tensor, tf.Tensor]]] = {}
-
-    def __enter__(self):
-        if getattr(_open, 'recording', None) is not None:
-            raise RuntimeError('A weight-factor recording is open already.')
-        _open.recording = self
-        return self
-
-    def __exit__(self, *exc):
-        _open.recording = None
 
     def max_rows(self, inputs: tf.Tensor) -> int:
         """A bound on the rows of `inputs` that is the same on every replica (a short
@@ -108,13 +97,3 @@ class Recording:
             result.append(gradient)
         return result
 
-
-def matmul(inputs: tf.Tensor, weights: tf.Tensor, variable: tf.Variable) -> tf.Tensor:
-    """inputs [rows, M] @ weights [M, N], the value of `variable` as the layer reads it
-    (cast, reshaped); recorded as factors when a Recording wants them."""
-    recording = getattr(_open, 'recording', None)
-    if recording is None or not recording.wants(variable, inputs):
-        return tf.matmul(inputs, weights)
-    outputs = tf.matmul(inputs, tf.stop_gradient(weights))
-    recording.record(variable, inputs, outputs)
-    return outputs
