@@ -6,7 +6,7 @@ loop (`train_n_steps`) and where it runs, chosen once from the DeploymentConfig.
 | one device, clones            | all-reduce (clones)   | ReplicaSteps      | LocalRunner       | -               |
 | multi-worker all-reduce       | all-reduce (everyone) | ReplicaSteps      | LocalRunner       | across workers  |
 | async parameter servers       | none                  | ReplicaSteps      | CoordinatorRunner | -               |
-| sync replicas (ps + backups)  | mean of N (ps)        | SyncReplicaSteps  | CoordinatorRunner | -               |
+| sync replicas (ps + backups)  | mean of N (ps)        | SyncReplicaSteps  | SyncReplicasRunner| -               |
 
 Nothing above this package branches on the mode: the training loop asks the plan.
 `describe_plan` writes the block the chief logs at start.
@@ -20,6 +20,7 @@ from deployment import aggregation, collectives, device_input, model_deploy, run
 from deployment.agreement import CallPlan, CrossWorkerAgreement
 from deployment.model_deploy import MULTI_WORKER, PARAMETER_SERVER
 from deployment.steps import ReplicaSteps
+from deployment.sync_replicas_runner import SyncReplicasRunner
 from deployment.sync_replicas_steps import SyncReplicaSteps
 
 
@@ -34,7 +35,9 @@ class DeploymentPlan:
     task_addresses: Tuple[str, ...] = ()
     # Multi-worker all-reduce: every worker's call lengths and stops agree.
     agreement: Optional[CrossWorkerAgreement] = None
-    config: Optional[model_deploy.DeploymentConfig] = None
+    # The flags' deployment (defaults where the strategy was made by hand).
+    config: model_deploy.DeploymentConfig = dataclasses.field(
+        default_factory=model_deploy.DeploymentConfig)
 
     @property
     def _parameter_servers(self) -> bool:
@@ -55,8 +58,7 @@ class DeploymentPlan:
     def factors_weight_gradients(self) -> bool:
         """Whether matmul weights' gradients cross workers as their factors where smaller
         (multi-worker all-reduce, unless --noall_reduce_weight_factors)."""
-        return self.agreement is not None and (self.config is None
-                                               or self.config.all_reduce.weight_factors)
+        return self.agreement is not None and self.config.all_reduce.weight_factors
 
     def examples_per_update(self, batch_size: int) -> int:
         """Examples one global step trains on."""
@@ -67,13 +69,12 @@ class DeploymentPlan:
         """The object whose `train_n_steps(n)` trains n steps in one call."""
         if jit_compile and not self.single_device:
             raise ValueError('XLA compiles the step on one device only.')
-        # --prefetch_to_device; without a config, TensorFlow's defaults.
-        options = self.config.prefetch.input_options if self.config else None
+        options = self.config.prefetch.input_options  # --prefetch_to_device
         if self.replicas_to_aggregate is not None:
             return SyncReplicaSteps(
                 self.strategy, model_step,
-                lambda sync: runners.CoordinatorRunner(self.strategy, input_fn, sync,
-                                                       input_options=options),
+                lambda sync: SyncReplicasRunner(self.strategy, input_fn, sync.global_step,
+                                                input_options=options),
                 self.replicas_to_aggregate)
         if self._parameter_servers:
             return ReplicaSteps(self.strategy, model_step,
@@ -105,9 +106,8 @@ class DeploymentPlan:
     def describe(self, *, batch_size: int, train_dir: str, extra: Sequence[str] = (),
                  input_source: Optional[str] = None,
                  checkpoint_input_position: bool = True) -> str:
-        config = self.config or model_deploy.DeploymentConfig()
         return describe_plan(
-            config, self.strategy, batch_size=batch_size, train_dir=train_dir,
+            self.config, self.strategy, batch_size=batch_size, train_dir=train_dir,
             extra=extra, input_source=input_source,
             checkpoint_input_position=checkpoint_input_position)
 
@@ -126,7 +126,7 @@ def for_strategy(strategy: tf.distribute.Strategy, *, is_chief: bool = True,
         task_addresses=tuple(task_addresses),
         agreement=(CrossWorkerAgreement(strategy, is_chief)
                    if multi_worker else None),
-        config=config)
+        config=config or model_deploy.DeploymentConfig())
 
 
 def create(config: model_deploy.DeploymentConfig) -> DeploymentPlan:

@@ -15,11 +15,9 @@ import numpy as np
 import tensorflow as tf
 
 from core.errors import ClusterTaskFailed
-from deployment.sync_replicas import SyncReplicas
-from deployment.sync_replicas_steps import SyncRounds
 
 
-def _to_numpy(structure):
+def to_numpy(structure):
     return tf.nest.map_structure(np.asarray, structure)
 
 
@@ -83,7 +81,7 @@ class LocalRunner:
 
     def fetch(self, outputs):
         with self._failures_named():
-            return _to_numpy(outputs)
+            return to_numpy(outputs)
 
 
 _TASK_NAME = re.compile(r'/job:(\w+)/replica:\d+/task:(\d+)')
@@ -134,22 +132,16 @@ RESTART_ALL_WORKERS = ('restart every worker with the same flags: training resum
 
 
 class CoordinatorRunner:
-    """Schedules steps on the parameter-server workers.
-
-    Asynchronous: one step per closure, on whichever worker is free. Sync replicas: a
-    round per `run`, one closure per worker in flight, each stepping until the round's
-    target update; `fetch` returns once that update is applied, not waiting for
-    backups' steps (deployment.sync_replicas_steps.SyncRounds).
-    """
+    """Schedules steps on the parameter-server workers, asynchronously: one step per
+    closure, on whichever worker is free. (Sync replicas schedule rounds instead:
+    deployment.sync_replicas_runner.)"""
 
     def __init__(self, strategy: tf.distribute.Strategy, input_fn: Callable,
-                 sync_replicas: Optional[SyncReplicas] = None,
                  input_options: Optional[tf.distribute.InputOptions] = None):
         self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(
             strategy)
         # The strategy keeps its resolver privately (strategy.cluster_resolver is None).
         self._cluster = strategy._cluster_resolver.cluster_spec().as_dict()  # pylint: disable=protected-access
-        self.sync_replicas = sync_replicas
         # No public API names the worker count (strategy.cluster_resolver is None here).
         self.num_workers = strategy.extended._num_workers  # pylint: disable=protected-access
 
@@ -159,9 +151,6 @@ class CoordinatorRunner:
                                                               options=input_options)
 
         self._iterator = iter(self.coordinator.create_per_worker_dataset(per_worker_dataset))
-        self._sync_rounds = (SyncRounds(self.coordinator, self._iterator, self.num_workers,
-                                        sync_replicas.global_step)
-                             if sync_replicas is not None else None)
 
     def checkpointable_iterator(self):
         return None  # per-worker iterators live on the workers
@@ -180,8 +169,6 @@ class CoordinatorRunner:
             return self._schedule(steps_fn, num_steps)
 
     def _schedule(self, steps_fn: Callable, num_steps: int):
-        if self._sync_rounds is not None:
-            return self._sync_rounds.start(steps_fn, num_steps)
         one = tf.constant(1)
         for _ in range(num_steps):
             result = self.coordinator.schedule(steps_fn, args=(self._iterator, one))
@@ -192,7 +179,5 @@ class CoordinatorRunner:
             return self._fetch(outputs)
 
     def _fetch(self, outputs):
-        if self._sync_rounds is not None:
-            return _to_numpy(self._sync_rounds.finish())
         self.coordinator.join()
-        return _to_numpy(outputs.fetch())
+        return to_numpy(outputs.fetch())

@@ -3,16 +3,13 @@ deployment.sync_replicas, which applies the mean of every --replicas_to_aggregat
 gradients of one version and drops the others.
 
 A call (`train_n_steps(n)`) is a round: its target is global_step + n. The chief
-(`SyncRounds`, driven by runners.CoordinatorRunner) keeps one closure per worker in
+(deployment.sync_replicas_runner: `SyncRounds` in `SyncReplicasRunner`) keeps one closure per worker in
 flight, each stepping until global_step reaches its own round's target, and returns
 as soon as one closure of this round has ended, i.e. once the round's last update is
 applied. Like TF1's chief it never waits for a backup's step still running: that
 closure ends at its next check (its offer is stale, or 'done') and is replaced then.
 """
 import functools
-import queue
-import threading
-from typing import Callable
 
 import tensorflow as tf
 from absl import logging
@@ -104,70 +101,3 @@ class SyncReplicaSteps:
             self._dropped_logged = dropped
         metrics['sync_replicas/stale_gradients_dropped'] = float(dropped)
         return StepResult(metrics, images)
-
-
-class _Closure:
-    """One scheduled call of the steps function, and what it returned."""
-
-    def __init__(self, target: int, remote_value):
-        self.target = target
-        self.remote_value = remote_value
-        self.outputs = None
-        self.error = None
-
-
-class SyncRounds:
-    """The chief's side of the rounds: at most one closure per worker in flight (a slow
-    backup never piles them up), and a round ends when its first closure does."""
-
-    def __init__(self, coordinator, iterator, num_workers: int, global_step: tf.Variable):
-        self._coordinator = coordinator
-        self._iterator = iterator
-        self._num_workers = num_workers
-        self._global_step = global_step
-        self._in_flight = set()
-        self._ended = queue.Queue()  # closures whose outputs (or error) have arrived
-        self._steps_fn = None
-        self._target = None
-
-    def start(self, steps_fn: Callable, num_steps: int):
-        """Starts the round of the next `num_steps` updates."""
-        self._steps_fn = steps_fn
-        self._target = int(self._global_step.numpy()) + num_steps
-        while True:  # closures that ended since the last round free their worker
-            try:
-                self._settle(self._ended.get_nowait())
-            except queue.Empty:
-                break
-        while len(self._in_flight) < self._num_workers:
-            self._schedule()
-
-    def finish(self):
-        """The outputs of this round's first closure to end: by then the round's last
-        update is applied. An earlier round's closure that ends is replaced."""
-        while True:
-            closure = self._ended.get()
-            outputs = self._settle(closure)
-            if closure.target == self._target:
-                return outputs
-            self._schedule()
-
-    def _schedule(self):
-        closure = _Closure(self._target, self._coordinator.schedule(
-            self._steps_fn, args=(self._iterator, tf.constant(self._target, tf.int64))))
-        self._in_flight.add(closure)
-        threading.Thread(target=self._watch, args=(closure,), daemon=True,
-                         name='sync_replicas_closure').start()
-
-    def _watch(self, closure: _Closure):
-        try:
-            closure.outputs = closure.remote_value.fetch()
-        except Exception as error:  # pylint: disable=broad-except
-            closure.error = error  # raised in the chief's thread (_settle)
-        self._ended.put(closure)
-
-    def _settle(self, closure: _Closure):
-        self._in_flight.discard(closure)
-        if closure.error is not None:
-            raise closure.error
-        return closure.outputs

@@ -47,10 +47,16 @@ def test_the_options_reach_distribute_datasets_from_function(monkeypatch):
         plan.describe(batch_size=4, train_dir='/t'))
 
 
-def test_without_a_config_the_runner_takes_tensorflows_defaults(monkeypatch):
+def test_without_a_config_the_plan_has_the_default_one_whose_input_is_tensorflows(
+        monkeypatch):
     strategy, calls = tf.distribute.get_strategy(), []
     monkeypatch.setattr(strategy, 'distribute_datasets_from_function',
                         lambda input_fn, options=None: calls.append(options) or
                         input_fn(tf.distribute.InputContext()))
-    deployment_plan.for_strategy(strategy).inner_loop(model_step=None, input_fn=_batches)
-    assert calls == [None]
+    plan = deployment_plan.for_strategy(strategy)
+    plan.inner_loop(model_step=None, input_fn=_batches)
+    assert plan.config == model_deploy.DeploymentConfig()
+    defaults = tf.distribute.InputOptions()
+    assert calls[0].experimental_fetch_to_device is True  # TensorFlow's default behaviour
+    assert (calls[0].experimental_per_replica_buffer_size
+            == defaults.experimental_per_replica_buffer_size)
