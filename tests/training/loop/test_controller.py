@@ -44,6 +44,8 @@ class FakeInnerLoop:
 
     def __call__(self, num_steps):
         index = len(self.calls)
+        # A controller that never stops fails here rather than hanging the suite.
+        assert index < 1000, 'the controller did not stop'
         self.calls.append(num_steps)
         self.events.append(('call', num_steps))
         if self.during_call is not None:
@@ -110,7 +112,8 @@ def test_calls_never_run_more_than_steps_per_loop():
 ])
 def test_calls_are_sized_toward_max_seconds_per_call(steps_per_call, expected):
     clock = FakeClock()
-    loop = FakeInnerLoop(clock, sec_per_step=controller.MAX_SECONDS_PER_CALL / steps_per_call)
+    loop = FakeInnerLoop(clock,
+                         sec_per_step=controller.MAX_SECONDS_PER_CALL / steps_per_call)
     _controller(loop, max_steps=20).run(0)
     assert loop.calls == expected
     assert clock.now == pytest.approx(20 * loop.sec_per_step)
@@ -238,8 +241,12 @@ def test_a_signal_stops_after_the_running_call_with_a_final_save(signum, caplog)
     def previous_handler(received, frame):
         before.append(received)
 
+    def signal_during_the_second_call(index):
+        if index == 1:
+            signal.raise_signal(signum)
+
     loop = FakeInnerLoop(FakeClock(), sec_per_step=1 / 1024, events=events,
-                         during_call=lambda index: index == 1 and signal.raise_signal(signum))
+                         during_call=signal_during_the_second_call)
     actions = [RecordingAction(events), actions_lib.SaveCheckpoints(saver, math.inf)]
     old = signal.signal(signum, previous_handler)
     try:
@@ -283,8 +290,8 @@ def test_divergence_raises_naming_the_step_and_skips_the_final_save():
     actions = [actions_lib.CheckDivergence(manager), RecordingAction(events),
                actions_lib.SaveCheckpoints(saver, math.inf)]
     handler = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(TrainingDiverged, match=r'Loss became nan by step 8; the last '
-                                               r'good checkpoint is /runs/a/model.ckpt-5'):
+    with pytest.raises(TrainingDiverged, match=r'Loss became nan by step 8; the '
+                       r'last good checkpoint is /runs/a/model.ckpt-5'):
         _controller(loop, log_every=4, max_steps=20, actions=actions).run(0)
     assert loop.calls == [1, 3, 4]
     # Nothing after the check ran for the diverged call, and nothing was saved.
