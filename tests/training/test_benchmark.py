@@ -1,5 +1,6 @@
 """Benchmark mode's library: the FLOP count against layer arithmetic done by hand, the
-figures of a training and an evaluation benchmark, the input wait, the report."""
+figures of a training and an evaluation benchmark, the input wait, the peak sampled
+around each round, the report and its flag on a fraction above the peak."""
 import json
 import time
 
@@ -11,11 +12,13 @@ from core.errors import UsageError
 from nets import flops, nets_factory
 from training.benchmark import throughput
 from training.evaluation import evaluator as evaluator_lib
-from training.recipes import optimizers
-from training.loop import trainer as trainer_lib
 from training.benchmark.report import BenchmarkResult, Setting, Spread
+from training.loop import controller
+from training.loop import trainer as trainer_lib
+from training.recipes import optimizers
 
-QUICK = dict(rounds=2, steps_per_round=3, warmup_steps=2, peak_matrix_size=256)
+QUICK = dict(rounds=2, steps_per_round=3, warmup_steps=2, peak_matrix_size=256,
+             peak_seconds=0.01)
 
 
 def test_cifarnet_forward_flops_equal_its_layer_arithmetic():
@@ -116,7 +119,8 @@ def test_synthetic_only_has_no_input_wait_and_steps_fill_the_round_time(tmp_path
                                                                        monkeypatch):
     monkeypatch.setattr(throughput, 'ROUND_SECONDS', 0.5)
     trainer = _lenet_trainer(tmp_path / 'train')
-    config = throughput.BenchmarkConfig(rounds=1, warmup_steps=3, peak_matrix_size=256)
+    config = throughput.BenchmarkConfig(rounds=1, warmup_steps=3, peak_matrix_size=256,
+                                        peak_seconds=0.01)
     result = throughput.benchmark_training(trainer, config, _setting('training'),
                                           num_classes=10).result
     assert result.input_wait is None and result.synthetic_images_per_second is None
@@ -156,12 +160,113 @@ def test_the_peak_is_a_matmul_rate_in_the_compute_dtype():
     assert peak.dtype == tf.bfloat16 and peak.gflops() > 0
 
 
+class _FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_the_peak_is_sampled_for_the_time_asked_and_at_least_three_times():
+    clock = _FakeClock()
+
+    def matmul_taking(seconds):
+        def rate():
+            clock.now += seconds
+            return 1 / seconds
+        return rate
+
+    # 0.6 s matmuls: the fourth ends the 2 s (at 2.4 s).
+    assert len(throughput.sample_rates(matmul_taking(0.6), 2.0, clock=clock)) == 4
+    # However fast the matmul, three samples.
+    assert len(throughput.sample_rates(matmul_taking(0.01), 0.0, clock=clock)) == 3
+
+
+def test_a_rounds_peak_is_the_fastest_matmul_before_or_after_it():
+    # A disturbance slowing some matmuls (the 90s, the 50s) moves no round's peak.
+    windows = [[200, 90, 205], [203, 50, 60], [90, 201, 199]]
+    assert throughput.round_peaks(windows) == [205, 203]
+
+
+def test_measure_divides_each_round_by_the_peak_sampled_around_it(monkeypatch):
+    samples = iter([100, 200, 150,   # before round 1
+                    50, 60, 70,      # after round 1, before round 2: disturbed
+                    210, 190, 205])  # after round 2
+
+    class ScriptedPeak:
+        def __init__(self, dtype, size):
+            self.size = size
+
+        def gflops(self):
+            return next(samples)
+
+    monkeypatch.setattr(throughput, 'MatmulPeak', ScriptedPeak)
+    config = throughput.BenchmarkConfig(rounds=2, steps_per_round=2, warmup_steps=1,
+                                        peak_seconds=0.0)
+    result = throughput.measure(_setting('evaluation'), config,
+                                runs={'synthetic': lambda n: time.sleep(0.01 * n)},
+                                images_per_step=8, forward_flops_per_image=10 ** 9)
+    assert result.peak_gflops.per_round == (200, 210)
+    assert result.fraction_of_peak.per_round == pytest.approx(
+        [a / p for a, p in zip(result.achieved_gflops.per_round, (200, 210))])
+    assert next(samples, None) is None  # three windows: before, between, after
+
+
+def test_paced_steps_run_in_the_controllers_call_lengths():
+    clock, calls = _FakeClock(), []
+
+    def train_n_steps(num_steps):
+        calls.append(num_steps)
+        clock.now += 0.5 * num_steps  # 0.5 s a step: 2 s calls hold 4 steps
+
+    paced = controller.PacedSteps(train_n_steps, steps_per_loop=100, log_every_n_steps=10,
+                                  clock=clock)
+    paced.run(12)
+    # One step first (it traces); calls of at most 4 steps, ending at the log line
+    # (step 10) and at the 12 asked for.
+    assert calls == [1, 4, 4, 1, 2]
+    paced.run(5)
+    assert calls[5:] == [4, 1] and paced.step == 17
+
+
+def _result(fractions, peak_seconds=2.0):
+    rounds = len(fractions)
+    return BenchmarkResult(
+        setting=_setting('training', (224, 224, 3), 32), rounds=rounds,
+        steps_per_round=10, warmup_steps=3, images_per_second=Spread.of([14] * rounds),
+        forward_flops_per_image=6_964_510_720, peak_dtype='bfloat16',
+        peak_matrix_size=4096, peak_seconds=peak_seconds,
+        peak_gflops=Spread.of([400] * rounds), achieved_gflops=Spread.of([300] * rounds),
+        fraction_of_peak=Spread.of(fractions))
+
+
+def _of_peak_line(result):
+    return next(line for line in result.text().splitlines() if 'of peak' in line)
+
+
+def test_a_fraction_above_the_peak_is_flagged_not_given_as_a_figure():
+    result = _result([0.80, 1.28, 0.78])
+    assert _of_peak_line(result) == (
+        '  of peak       0.79 median [0.78, 0.80] of 2 rounds (above peak: round 2 at '
+        '1.28; the machine was disturbed; re-run)')
+    assert result.as_json()['fraction_of_peak'] == {
+        'median': 0.79, 'min': 0.78, 'max': 0.80, 'per_round': [0.80, 1.28, 0.78],
+        'rounds_above_peak': [2]}
+    every = _result([1.05, 1.28])
+    assert _of_peak_line(every) == (
+        '  of peak       n/a (above peak: round 1 at 1.05, round 2 at 1.28; the machine '
+        'was disturbed; re-run)')
+    assert every.as_json()['fraction_of_peak']['median'] is None
+    assert _result([0.8, 1.0]).as_json()['fraction_of_peak']['rounds_above_peak'] == []
+
+
 def test_report_prints_and_writes_every_figure(tmp_path):
     result = BenchmarkResult(
         setting=_setting('training', (224, 224, 3), 32), rounds=3, steps_per_round=10,
         warmup_steps=3, images_per_second=Spread.of([13.9, 14.2, 14.5]),
         forward_flops_per_image=6_964_510_720, peak_dtype='float32', peak_matrix_size=4096,
-        peak_gflops=Spread.of([210, 212, 216]), achieved_gflops=Spread.of([290, 297, 303]),
+        peak_seconds=2.0, peak_gflops=Spread.of([210, 212, 216]), achieved_gflops=Spread.of([290, 297, 303]),
         fraction_of_peak=Spread.of([0.78, 0.80, 0.81]),
         synthetic_images_per_second=Spread.of([14, 15, 16]),
         input_wait=Spread.of([0.001, 0.05, 0.1]))
@@ -173,8 +278,8 @@ def test_report_prints_and_writes_every_figure(tmp_path):
         'multiply-add)',
         '  achieved      297 GFLOP/s median [290, 303] (3 x forward x img/s: forward and '
         'backward)',
-        '  matmul peak   212 GFLOP/s median [210, 216] (float32 4096x4096 matmul, this '
-        'process)',
+        '  matmul peak   212 GFLOP/s median [210, 216] (float32 4096x4096 matmul, the '
+        'fastest in 2 s before and after each round, this process)',
         '  of peak       0.80 median [0.78, 0.81]',
         '  input wait    5.0 % median [0.1 %, 10.0 %] of step time (against synthetic '
         'data: 15 img/s median [14, 16])']
@@ -184,7 +289,8 @@ def test_report_prints_and_writes_every_figure(tmp_path):
     assert written['images_per_second'] == {'median': 14.2, 'min': 13.9, 'max': 14.5,
                                             'per_round': [13.9, 14.2, 14.5]}
     assert written['forward_gflop_per_image'] == pytest.approx(6.96451072)
-    assert written['peak'] == {'dtype': 'float32', 'matrix_size': 4096, 'gflops': {
+    assert written['peak'] == {'dtype': 'float32', 'matrix_size': 4096,
+                               'seconds_sampled': 2.0, 'gflops': {
         'median': 212, 'min': 210, 'max': 216, 'per_round': [210, 212, 216]}}
     assert written['input_wait_fraction']['median'] == 0.05
     assert (written['flops_per_image_factor'], written['task']) == (3, 'training')

@@ -48,6 +48,26 @@ def _percent(value: float) -> str:
     return f'{100 * value:.1f} %'
 
 
+def _within_peak(fractions: Spread):
+    """(the rounds' fractions at most 1 as a Spread, or None; [(round, fraction)] of
+    those above 1). Above 1 is no figure: the peak was disturbed throughout its
+    samples, or the round ran faster than any matmul around it."""
+    within = [f for f in fractions.per_round if f <= 1]
+    above = [(i + 1, f) for i, f in enumerate(fractions.per_round) if f > 1]
+    return (Spread.of(within) if within else None), above
+
+
+def _of_peak_text(fractions: Spread) -> str:
+    within, above = _within_peak(fractions)
+    if not above:
+        return within.text(_fraction)
+    rounds = ', '.join(f'round {number} at {_fraction(f)}' for number, f in above)
+    flag = f'(above peak: {rounds}; the machine was disturbed; re-run)'
+    if within is None:
+        return f'n/a {flag}'
+    return f'{within.text(_fraction)} of {len(within.per_round)} rounds {flag}'
+
+
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """What was benchmarked."""
@@ -75,6 +95,7 @@ class BenchmarkResult:
     forward_flops_per_image: int
     peak_dtype: str
     peak_matrix_size: int
+    peak_seconds: float  # sampled this long before the first round and after each
     peak_gflops: Spread
     achieved_gflops: Spread
     fraction_of_peak: Spread
@@ -101,8 +122,9 @@ class BenchmarkResult:
             + ('3 x forward x img/s: forward and backward)' if factor == 3
                else 'forward x img/s)'),
             f'  matmul peak   {self.peak_gflops.text(unit=" GFLOP/s")} ({self.peak_dtype} '
-            f'{self.peak_matrix_size}x{self.peak_matrix_size} matmul, this process)',
-            f'  of peak       {self.fraction_of_peak.text(_fraction)}',
+            f'{self.peak_matrix_size}x{self.peak_matrix_size} matmul, the fastest in '
+            f'{self.peak_seconds:g} s before and after each round, this process)',
+            f'  of peak       {_of_peak_text(self.fraction_of_peak)}',
         ]
         if self.input_wait is None:
             lines.append('  input wait    n/a with synthetic data, the no-wait reference '
@@ -126,12 +148,22 @@ class BenchmarkResult:
             'flops_per_image_factor': setting.flops_per_image_factor,
             'achieved_gflops': self.achieved_gflops.as_json(),
             'peak': {'dtype': self.peak_dtype, 'matrix_size': self.peak_matrix_size,
+                     'seconds_sampled': self.peak_seconds,
                      'gflops': self.peak_gflops.as_json()},
-            'fraction_of_peak': self.fraction_of_peak.as_json(),
+            'fraction_of_peak': self._fraction_json(),
             'synthetic_images_per_second': (self.synthetic_images_per_second.as_json()
                                             if self.synthetic_images_per_second else None),
             'input_wait_fraction': self.input_wait.as_json() if self.input_wait else None,
         }
+
+    def _fraction_json(self) -> dict:
+        """median, min and max of the rounds at most 1 (null if none), every round's
+        fraction, and the rounds above 1 (numbered from 1)."""
+        within, above = _within_peak(self.fraction_of_peak)
+        figures = (within.as_json() if within is not None
+                   else dict.fromkeys(('median', 'min', 'max')))
+        return {**figures, 'per_round': list(self.fraction_of_peak.per_round),
+                'rounds_above_peak': [number for number, _ in above]}
 
     def write_json(self, path: str):
         """Writes as_json() to path (its directory created); one line if it cannot."""

@@ -4,10 +4,13 @@ script's own compiled step runs here, against what this machine can compute.
 Training times the deployment plan's inner loop (`train_n_steps`, what
 train_image_classifier.py runs, with the call lengths its controller chooses);
 evaluation times the Evaluator's compiled counting loop. Nothing is saved. A run is:
-warm-up steps (the first call traces), then rounds of `steps_per_round` steps, each
-followed by a 4096x4096 matmul in the compute dtype (the peak). Every figure is the
-median [min, max] over rounds; the fraction of peak is per round (step rate against
-the next matmul's), so load from other processes hits both alike.
+warm-up steps (the first call traces), then rounds of `steps_per_round` steps, with
+4096x4096 matmuls in the compute dtype (the peak) for PEAK_SECONDS before the first
+round and after each. Every figure is the median [min, max] over rounds; the fraction
+of peak is per round (step rate against the fastest matmul just before or after it),
+so a load from other processes lasting through a round hits both alike, and a short
+one during the matmuls does not move the peak. A fraction above 1 says the peak was
+disturbed throughout (report.py flags it).
 
 With real input (--dataset_dir) its rounds come first, back to back (see measure), and
 the rounds on synthetic data follow. Input wait, per round, is 1 - (rate on the real
@@ -18,7 +21,7 @@ alone there is nothing to compare it with.
 import dataclasses
 import functools
 import time
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -29,12 +32,16 @@ from core.errors import UsageError
 from deployment import model_deploy
 from nets import flops
 from nets import precision as precision_lib
-from training.loop import controller
 from training.benchmark.report import BenchmarkResult, Setting, Spread
+from training.loop import controller
 
 # Without --benchmark_steps, a round runs about this long at the warm-up's speed.
 ROUND_SECONDS = 10.0
 PEAK_MATRIX_SIZE = 4096
+# The peak is sampled this long before the first round and after each (one matmul takes
+# 0.3-0.7 s here), and from at least MIN_PEAK_SAMPLES matmuls.
+PEAK_SECONDS = 2.0
+MIN_PEAK_SAMPLES = 3
 SYNTHETIC = 'synthetic data'
 
 
@@ -45,6 +52,7 @@ class BenchmarkConfig:
     warmup_steps: int = 3  # the first traces the step
     json_path: Optional[str] = None
     peak_matrix_size: int = PEAK_MATRIX_SIZE  # smaller in tests only
+    peak_seconds: float = PEAK_SECONDS  # shorter in tests only
 
     def __post_init__(self):
         checks.check_at_least(1, benchmark_rounds=self.rounds,
@@ -92,9 +100,29 @@ class MatmulPeak:
         self.gflops()  # traces and allocates
 
     def gflops(self) -> float:
+        """One matmul's rate."""
         started = time.perf_counter()
         self._product(self._left, self._right).numpy()
         return 2 * self.size ** 3 / (time.perf_counter() - started) / 1e9
+
+
+def sample_rates(rate: Callable[[], float], seconds: float,
+                 clock: Callable[[], float] = time.perf_counter,
+                 min_samples: int = MIN_PEAK_SAMPLES) -> List[float]:
+    """rate() called again and again for at least `seconds`, and min_samples times."""
+    started, rates = clock(), []
+    while len(rates) < min_samples or clock() - started < seconds:
+        rates.append(rate())
+    return rates
+
+
+def round_peaks(windows: Sequence[Sequence[float]]) -> List[float]:
+    """Round i's peak, from the matmul rates sampled before it (windows[i]) and after it
+    (windows[i + 1]): the fastest of them. The best, not the median: a disturbance (another
+    process taking a core) only ever slows a matmul down, so the fastest sample is the
+    closest to what this process computes around the round; a median still moves when a
+    disturbance covers half the samples."""
+    return [max(*before, *after) for before, after in zip(windows, windows[1:])]
 
 
 def _timed(run: Callable[[int], None], num_steps: int) -> float:
@@ -103,24 +131,31 @@ def _timed(run: Callable[[int], None], num_steps: int) -> float:
     return time.perf_counter() - started
 
 
+def _warm_up(runs: Dict[str, Callable], config: BenchmarkConfig) -> float:
+    """Runs each input's warm-up steps (real last, as its timed rounds follow); returns
+    the slowest seconds per step after the first, which traces."""
+    seconds_per_step = 0.0
+    for name in sorted(runs, key=lambda name: name == 'real'):
+        first = _timed(runs[name], 1)
+        later = config.warmup_steps - 1
+        measured = _timed(runs[name], later) / later if later else first
+        seconds_per_step = max(seconds_per_step, measured)
+        logging.info('Benchmark warm-up on %s input: %d steps, %.3g s per step after the '
+                     'first (%.3g s).', name, config.warmup_steps, measured, first)
+    return seconds_per_step
+
+
 def measure(setting: Setting, config: BenchmarkConfig, *, runs: Dict[str, Callable],
             images_per_step: int, forward_flops_per_image: int) -> BenchmarkResult:
     """Warms up and times `runs`: {'synthetic': run, optionally 'real': run}, each
     `run(n)` doing n steps and returning when they are done.
 
     The real input's rounds run back to back, as the script reads it: during a pause
-    (another round, the matmul) its pipeline would fill its buffers and serve the next
+    (another round, the matmuls) its pipeline would fill its buffers and serve the next
     round's first batches for free. An untimed round first empties what they filled
-    during warm-up. Each synthetic round is followed by the matmul of the peak.
+    during warm-up. The synthetic rounds follow, between the peak's matmul samples.
     """
-    seconds_per_step = 0.0
-    for name in sorted(runs, key=lambda name: name == 'real'):  # real last, then timed
-        first = _timed(runs[name], 1)  # traces
-        later = config.warmup_steps - 1
-        measured = _timed(runs[name], later) / later if later else first
-        seconds_per_step = max(seconds_per_step, measured)
-        logging.info('Benchmark warm-up on %s input: %d steps, %.3g s per step after the '
-                     'first (%.3g s).', name, config.warmup_steps, measured, first)
+    seconds_per_step = _warm_up(runs, config)
     steps = config.steps_per_round or max(1, round(ROUND_SECONDS / seconds_per_step))
 
     def images_per_second(name, round_index):
@@ -135,12 +170,14 @@ def measure(setting: Setting, config: BenchmarkConfig, *, runs: Dict[str, Callab
     real_rates = [images_per_second('real', r) for r in range(config.rounds)] if real else []
     compute_dtype = precision_lib.compute_dtype(setting.precision)
     peak = MatmulPeak(compute_dtype, config.peak_matrix_size)
-    synthetic_rates, peaks = [], []
+    windows = [sample_rates(peak.gflops, config.peak_seconds)]
+    synthetic_rates = []
     for round_index in range(config.rounds):
         synthetic_rates.append(images_per_second('synthetic', round_index))
-        peaks.append(peak.gflops())
-        logging.info('Benchmark matmul %d/%d: %.0f GFLOP/s.', round_index + 1,
-                     config.rounds, peaks[-1])
+        windows.append(sample_rates(peak.gflops, config.peak_seconds))
+        logging.info('Benchmark matmuls after round %d/%d: %s GFLOP/s.', round_index + 1,
+                     config.rounds, ', '.join(f'{rate:.0f}' for rate in windows[-1]))
+    peaks = round_peaks(windows)
     speed = real_rates or synthetic_rates
     achieved = [setting.flops_per_image_factor * forward_flops_per_image * rate / 1e9
                 for rate in speed]
@@ -149,6 +186,7 @@ def measure(setting: Setting, config: BenchmarkConfig, *, runs: Dict[str, Callab
         warmup_steps=config.warmup_steps, images_per_second=Spread.of(speed),
         forward_flops_per_image=forward_flops_per_image,
         peak_dtype=compute_dtype.name, peak_matrix_size=peak.size,
+        peak_seconds=config.peak_seconds,
         peak_gflops=Spread.of(peaks), achieved_gflops=Spread.of(achieved),
         fraction_of_peak=Spread.of([a / p for a, p in zip(achieved, peaks)]),
         synthetic_images_per_second=Spread.of(synthetic_rates) if real else None,
@@ -164,27 +202,6 @@ class BenchmarkRun:
     keep_alive: tuple = ()
 
 
-def _training_run(trainer, steps) -> Callable[[int], None]:
-    """run(n): n steps of the inner loop `steps` (from trainer.inner_loop), in calls as
-    long as the training's controller makes them (training.loop.controller.Pace)."""
-    pace = controller.Pace(trainer.config.steps_per_loop,
-                           trainer.config.log_every_n_steps, max_steps=None)
-    done = 0
-
-    def run(num_steps):
-        nonlocal done
-        remaining = num_steps
-        while remaining:
-            call = min(pace.next_call(done), remaining)
-            started = time.perf_counter()
-            steps.train_n_steps(call)  # returns fetched metrics: the steps are done
-            pace.record(call, time.perf_counter() - started)
-            done += call
-            remaining -= call
-
-    return run
-
-
 def benchmark_training(trainer, config: BenchmarkConfig, setting: Setting, *,
                        num_classes: int, real_input_fn: Optional[Callable] = None
                        ) -> BenchmarkRun:
@@ -195,11 +212,14 @@ def benchmark_training(trainer, config: BenchmarkConfig, setting: Setting, *,
     input_fns['synthetic'] = synthetic_input_fn(setting.batch_size, setting.image_shape,
                                                 num_classes)
     loops = {name: trainer.inner_loop(input_fn) for name, input_fn in input_fns.items()}
+    # In calls as long as the training's controller makes them.
+    runs = {name: controller.PacedSteps(
+        steps.train_n_steps, steps_per_loop=trainer.config.steps_per_loop,
+        log_every_n_steps=trainer.config.log_every_n_steps).run
+        for name, steps in loops.items()}
     per_step = (trainer.plan.examples_per_update(setting.batch_size)
                 * trainer.config.gradient_accumulation_steps)
-    result = measure(setting, config, images_per_step=per_step,
-                     runs={name: _training_run(trainer, steps)
-                           for name, steps in loops.items()},
+    result = measure(setting, config, runs=runs, images_per_step=per_step,
                      forward_flops_per_image=forward)
     return BenchmarkRun(result, keep_alive=tuple(loops.values()))
 
