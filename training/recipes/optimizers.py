@@ -12,12 +12,9 @@ cross-replica communication of its own. Usage, with the variables already create
     optimizer = create_optimizer(OptimizerConfig(optimizer='momentum'))
     with strategy.scope():
         optimizer.build(variables)
-    ...
-    # inside strategy.run(step_fn):
     optimizer.apply_gradients(aggregator.aggregate(zip(grads, variables)), learning_rate)
 
-Variables are plain or mirrored ones, or the pieces of a partitioned variable (each
-piece is a variable with its own slots).
+Variables are plain or mirrored ones, or partitioned variables' pieces (own slots).
 """
 import dataclasses
 from typing import Dict, List
@@ -361,9 +358,8 @@ class FtrlOptimizer(Optimizer):
 
 
 def slots_by_optimizer() -> Dict[str, List[str]]:
-    """Each --optimizer's slot names, as object checkpoints key them."""
-    return {name: [key for key, _ in _create_unclipped(OptimizerConfig(optimizer=name)).SLOTS]
-            for name in OPTIMIZER_NAMES}
+    """Each --optimizer's slot keys, as object checkpoints key them."""
+    return {name: _create_unclipped(OptimizerConfig(name)).slot_keys() for name in OPTIMIZER_NAMES}
 
 
 def create_optimizer(config: OptimizerConfig) -> Optimizer:
