@@ -12,7 +12,7 @@ TensorBoard events.
 """
 from cli import startup  # noqa: F401  (first: configures TensorFlow before it loads)
 
-from cli import configs, eval_job, guard  # noqa: E402
+from cli import benchmark_job, configs, eval_job, guard  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 
 FLAG_GROUPS = ('Model', 'Dataset', 'Split', 'Input pipeline', 'Weights', 'Quantization',
@@ -23,7 +23,8 @@ cli_flags.define(FLAG_GROUPS, usage=__doc__)
 
 def main(argv):
     del argv
-    return eval_job.run(configs.evaluation_from_flags())
+    job, benchmark = configs.evaluation_from_flags(), configs.benchmark_from_flags()
+    return benchmark_job.time_evaluation(job, benchmark) if benchmark else eval_job.run(job)
 
 
 if __name__ == '__main__':

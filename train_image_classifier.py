@@ -8,7 +8,7 @@ run_info.json go to --train_dir; a run finding checkpoints there resumes from th
 """
 from cli import startup  # noqa: F401  (first: configures TensorFlow before it loads)
 
-from cli import configs, data_service_flags, guard, train_job  # noqa: E402
+from cli import benchmark_job, configs, data_service_flags, guard, train_job  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 
 FLAG_GROUPS = ('Model', 'Dataset', 'Split', 'Input pipeline', 'Training', 'Augmentation',
@@ -23,7 +23,8 @@ def main(argv):
     del argv
     if data_service_flags.serves_data():  # a tf.data service task, not a trainer
         return data_service_flags.serve()
-    return train_job.run(configs.training_from_flags())
+    job, benchmark = configs.training_from_flags(), configs.benchmark_from_flags()
+    return benchmark_job.time_training(job, benchmark) if benchmark else train_job.run(job)
 
 
 if __name__ == '__main__':

@@ -1,6 +1,7 @@
 """Parsed flags -> the frozen configs each job takes (the library never reads FLAGS).
 
-One function per script builds its job: training_from_flags, evaluation_from_flags,
+One function per script builds its job: training_from_flags, evaluation_from_flags
+(benchmark_from_flags: with --benchmark, cli.benchmark_job times that job instead),
 export_from_flags, conversion_from_flags, averaging_from_flags, import_from_flags,
 prediction_from_flags. A config field whose flag has the same name (cli.flags gives a
 name one meaning) is read from it; the rest are mapped here. Each takes the FlagValues
@@ -30,6 +31,7 @@ from deployment import cluster, model_deploy
 from export import pipeline
 from nets import nets_factory
 from preprocessing import augment_policies
+from training.benchmark.throughput import BenchmarkConfig
 from training.recipes import batch_mixing
 from training.checkpoints import watch as watch_lib
 from training.recipes import distillation
@@ -144,8 +146,14 @@ def training_from_flags(flag_values: flags.FlagValues = FLAGS,
         drop_path_rate=flag_values.drop_path_rate,
         flags_record=run_record.flags_record(flag_values, script or sys.argv[0]),
         deployment=deployment,
-        dry_run_restore=dry_run, benchmark=benchmark_flags.from_flags(flag_values),
-        threads=_threads_of_task(flag_values, deployment))
+        dry_run_restore=dry_run, threads=_threads_of_task(flag_values, deployment))
+
+
+def benchmark_from_flags(
+        flag_values: flags.FlagValues = FLAGS) -> Optional[BenchmarkConfig]:
+    """--benchmark's config (cli.benchmark_job times the script's job with it), or None:
+    the script runs its job."""
+    return benchmark_flags.from_flags(flag_values)
 
 
 def _threads_of_task(flag_values: flags.FlagValues,
@@ -198,7 +206,6 @@ def evaluation_from_flags(flag_values: flags.FlagValues = FLAGS) -> EvaluationJo
             num_clones=flag_values.num_clones, clone_on_cpu=flag_values.clone_on_cpu,
             all_reduce=device_flags.all_reduce_from_flags(flag_values),
             prefetch=device_flags.prefetch_from_flags(flag_values)),
-        benchmark=benchmark_flags.from_flags(flag_values),
         recompute=_from_flags(batch_norm_job.RecomputeConfig, flag_values),
         threads=device_flags.threads_from_flags(flag_values))
 

@@ -5,18 +5,16 @@ from typing import Optional
 from absl import logging
 
 from cli import batch_norm_job, run_record
-from cli.assembly import DataConfig, assemble_data, assemble_synthetic_data, quantization_of
+from cli.assembly import DataConfig, assemble_data, quantization_of
 from core import checks, paths, threads
 from core.errors import UsageError
 from core.threads import ThreadConfig
 from datasets import dataset_factory, dataset_utils
 from deployment import model_deploy
 from nets import nets_factory
-from training.benchmark import throughput as benchmark_lib
 from training.checkpoints import watch as watch_lib
 from training.checkpoints import restore
 from training.evaluation import evaluator as evaluator_lib
-from training.benchmark.report import Setting
 
 
 def _class_names(data: DataConfig, num_classes: int) -> list:
@@ -29,13 +27,45 @@ def _class_names(data: DataConfig, num_classes: int) -> list:
     return [names.get(i + data.labels_offset, str(i)) for i in range(num_classes)]
 
 
+def check_options(eval_dir: str, max_num_batches: Optional[int]):
+    checks.check_at_least(1, unset='the whole split', max_num_batches=max_num_batches)
+    paths.check_output_dir(eval_dir, '--eval_dir')
+
+
+def start(deployment: Optional[model_deploy.DeploymentConfig]):
+    """(deployment, its strategy). First: clones on CPU need the device split before
+    TensorFlow starts."""
+    deployment = deployment or model_deploy.from_flags()
+    return deployment, model_deploy.create_strategy(deployment)
+
+
+def evaluation_data(data: DataConfig, batch_size: int):
+    """The split's Assembly, batch_size examples per batch (over all replicas)."""
+    return assemble_data(dataclasses.replace(data, batch_size=batch_size), is_training=False)
+
+
+def build_evaluator(data: DataConfig, assembly, deployment: model_deploy.DeploymentConfig,
+                    strategy, *, checkpoint_path: Optional[str], quantize: bool,
+                    top_k=evaluator_lib.DEFAULT_TOP_K) -> evaluator_lib.Evaluator:
+    """The Evaluator of data.model_name, its network built under the strategy (fake
+    quantization as checkpoint_path's, see quantization_of); no weights restored."""
+    with strategy.scope():
+        network = nets_factory.get_network_fn(
+            data.model_name, assembly.num_classes,
+            quantization=quantization_of(checkpoint_path, quantize),
+            batch_norm_epsilon=data.batch_norm_epsilon)  # the decay only moves in training
+        network.build(assembly.image_shape)
+    return evaluator_lib.Evaluator(network, num_classes=assembly.num_classes, top_k=top_k,
+                                   strategy=strategy,
+                                   input_options=deployment.prefetch.input_options)
+
+
 def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
              max_num_batches: Optional[int] = None, use_moving_averages: bool = False, *,
              top_k=evaluator_lib.DEFAULT_TOP_K,
              watch: Optional[watch_lib.WatchConfig] = None,
              deployment: Optional[model_deploy.DeploymentConfig] = None,
              quantize: bool = False,
-             benchmark: Optional[benchmark_lib.BenchmarkConfig] = None,
              recompute: batch_norm_job.RecomputeConfig = batch_norm_job.RecomputeConfig()):
     """Exact passes over the split: of one checkpoint, or with `watch` of each new
     checkpoint of the train_dir checkpoint_path until the training's last (see
@@ -44,44 +74,25 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
     are the raw ones, or their moving averages with use_moving_averages. With
     deployment, evaluates over its clones, data.batch_size examples each. Returns the
     last metrics. A quantization-aware checkpoint (or quantize, slim's --quantize) is
-    evaluated with fake quantization on, as its int8 export computes. With benchmark,
-    times the evaluator's forward passes instead (see _benchmark)."""
-    if benchmark is not None and watch is not None:
-        raise UsageError('--benchmark times one evaluation; drop --eval_interval_secs.')
-    if not checkpoint_path and benchmark is None:
+    evaluated with fake quantization on, as its int8 export computes."""
+    if not checkpoint_path:
         raise UsageError('No checkpoint given; pass --checkpoint_path=<train_dir or '
                          'checkpoint prefix>.')
-    checks.check_at_least(1, unset='the whole split', max_num_batches=max_num_batches)
-    paths.check_output_dir(eval_dir, '--eval_dir')
+    check_options(eval_dir, max_num_batches)
     if watch is not None:
         watch_lib.check_train_dir(checkpoint_path)
-    # First: clones on CPU need the device split before TensorFlow starts.
-    deployment = deployment or model_deploy.from_flags()
-    strategy = model_deploy.create_strategy(deployment)
-    if watch is None and checkpoint_path:  # a directory's newest intact one, or the one named
+    deployment, strategy = start(deployment)
+    if watch is None:  # a directory's newest intact one, or the one named
         checkpoint_path = restore.resolve_checkpoint(checkpoint_path, verify=True)
     if recompute.recompute_batch_norm_statistics:
         checkpoint_path = _recomputed(data, checkpoint_path, recompute, strategy,
-                                      use_moving_averages, quantize, watch or benchmark)
+                                      use_moving_averages, quantize, watch)
     batch_size = data.batch_size * strategy.num_replicas_in_sync
-    assembly = (assemble_synthetic_data(data) if benchmark and not data.dataset_dir
-                else assemble_data(dataclasses.replace(data, batch_size=batch_size),
-                                   is_training=False))
-    with strategy.scope():
-        network = nets_factory.get_network_fn(
-            data.model_name, assembly.num_classes,
-            quantization=quantization_of(checkpoint_path, quantize),
-            batch_norm_epsilon=data.batch_norm_epsilon)  # the decay only moves in training
-        network.build(assembly.image_shape)
-    evaluator = evaluator_lib.Evaluator(network, num_classes=assembly.num_classes,
-                                    top_k=top_k, strategy=strategy,
-                                    input_options=deployment.prefetch.input_options)
-    if benchmark is not None:
-        if checkpoint_path:
-            with strategy.scope():
-                restore.restore_network(network, checkpoint_path,
-                                            use_moving_averages=use_moving_averages)
-        return _benchmark(evaluator, benchmark, data, assembly, batch_size)
+    assembly = evaluation_data(data, batch_size)
+    evaluator = build_evaluator(data, assembly, deployment, strategy,
+                                checkpoint_path=checkpoint_path, quantize=quantize,
+                                top_k=top_k)
+    network = evaluator.network
     class_names = _class_names(data, assembly.num_classes)
     split_size = assembly.spec.num_samples
 
@@ -122,33 +133,17 @@ def evaluate(data: DataConfig, checkpoint_path: str, eval_dir: str,
 
 
 def _recomputed(data, checkpoint_path, recompute, strategy, use_moving_averages, quantize,
-                watch_or_benchmark):
+                watch):
     """The checkpoint with its batch-norm statistics recomputed on the training split."""
-    if watch_or_benchmark is not None:
+    if watch is not None:
         raise UsageError('--recompute_batch_norm_statistics evaluates one checkpoint; '
-                         'drop --eval_interval_secs and --benchmark.')
+                         'drop --eval_interval_secs.')
     return batch_norm_job.recompute_checkpoint(
         dataclasses.replace(data, dataset_split_name=batch_norm_job.TRAIN_SPLIT),
         checkpoint_path, recompute.recompute_batch_norm_statistics,
         output_dir=recompute.batch_norm_statistics_dir, strategy=strategy,
         use_moving_averages=use_moving_averages,
         quantization=quantization_of(checkpoint_path, quantize))
-
-
-def _benchmark(evaluator: evaluator_lib.Evaluator, benchmark: benchmark_lib.BenchmarkConfig,
-               data: DataConfig, assembly, batch_size: int) -> benchmark_lib.BenchmarkRun:
-    """Times the evaluator's counting loop on synthetic batches, and on the split with
-    --dataset_dir; prints the figures. Nothing is written to --eval_dir."""
-    setting = Setting(
-        model_name=data.model_name, task='evaluation', precision='float32',
-        batch_size=data.batch_size,
-        replicas=evaluator.strategy.num_replicas_in_sync, image_shape=assembly.image_shape,
-        data=benchmark_lib.describe_data(data.dataset_name, data.dataset_split_name,
-                                         data.dataset_dir))
-    run = benchmark_lib.benchmark_evaluation(
-        evaluator, benchmark, setting, batch_size=batch_size,
-        real_dataset=assembly.input_fn(None) if data.dataset_dir else None)
-    return benchmark_lib.report(run, benchmark.json_path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,8 +158,6 @@ class EvaluationJob:
     watch: Optional[watch_lib.WatchConfig] = None
     deployment: Optional[model_deploy.DeploymentConfig] = None
     quantize: bool = False
-    # Time the forward passes instead of evaluating (training.benchmark); None: evaluate.
-    benchmark: Optional[benchmark_lib.BenchmarkConfig] = None
     recompute: batch_norm_job.RecomputeConfig = batch_norm_job.RecomputeConfig()
     threads: ThreadConfig = ThreadConfig()  # applied before any op
 
@@ -174,4 +167,4 @@ def run(job: EvaluationJob):
     return evaluate(job.data, job.checkpoint_path, job.eval_dir, job.max_num_batches,
                     job.use_moving_averages, top_k=job.top_k, watch=job.watch,
                     deployment=job.deployment, quantize=job.quantize,
-                    benchmark=job.benchmark, recompute=job.recompute)
+                    recompute=job.recompute)

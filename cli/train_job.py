@@ -9,7 +9,6 @@ import tensorflow as tf
 from cli import batch_norm_job, run_record
 from cli.assembly import DataConfig
 from cli.assembly import assemble_data as _assemble_data
-from cli.assembly import assemble_synthetic_data
 from core import checks, paths, seeding, threads
 from core.errors import DataError, UsageError
 from core.threads import ThreadConfig
@@ -17,14 +16,12 @@ from datasets import input_pipeline
 from deployment import model_deploy
 from deployment import plan as deployment_plan
 from nets import nets_factory, quantization
-from training.benchmark import throughput as benchmark_lib
 from training.checkpoints import restore as restore_lib
 from training.recipes import gradient_accumulation
 from training.recipes import learning_rate
 from training.recipes import optimizers
 from training.checkpoints import lock as lock_lib
 from training.loop import trainer as trainer_lib
-from training.benchmark.report import Setting
 
 
 def _describe_schedule(schedule: learning_rate.LearningRateSchedule,
@@ -45,48 +42,54 @@ def _describe_schedule(schedule: learning_rate.LearningRateSchedule,
                    'per replica)')
 
 
-def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
-          config: trainer_lib.TrainConfig, optimizer_config: optimizers.OptimizerConfig,
-          learning_rate_config: learning_rate.LearningRateConfig, weight_decay: float,
-          quantize_delay: Optional[int] = None, drop_path_rate: float = 0.0,
-          benchmark: Optional[benchmark_lib.BenchmarkConfig] = None):
-    """Trains data.model_name on data; returns the Trainer. With quantize_delay (a
-    step; negative, as slim's -1, or None: off), quantization-aware from that step;
-    drop_path_rate: the rate of stochastic depth (drop-connect); 0 is off.
-    With benchmark, times the same Trainer's step instead (see _benchmark).
-
-    The Trainer holds the input iterator; a script keeps it until it exits (see
-    cli.guard.guarded) because destroying that iterator can stall.
-    """
+def check_options(deployment: model_deploy.DeploymentConfig, config: trainer_lib.TrainConfig,
+                  weight_decay: float, drop_path_rate: float):
+    """What training refuses before a task starts serving: every task of the cluster
+    refuses alike."""
     checks.check_at_least(0, weight_decay=weight_decay)
     checks.check_fraction(high_open=True, drop_path_rate=drop_path_rate)
-    # Before a task starts serving: every task of the cluster refuses alike.
     gradient_accumulation.check_deployment(config.gradient_accumulation_steps,
                                            deployment.sync_replicas)
-    if benchmark is not None:
-        benchmark_lib.check_one_process(deployment.mode)
-    if deployment.serves_only:  # a ps task, or a worker the chief schedules steps on
-        model_deploy.serve(deployment)
-        return None
-    # First: clones on CPU need the device split before TensorFlow starts.
+
+
+def start(data: DataConfig,
+          deployment: model_deploy.DeploymentConfig) -> deployment_plan.DeploymentPlan:
+    """The deployment plan, then the seeds. First: clones on CPU need the device split
+    before TensorFlow starts."""
     plan = deployment_plan.create(deployment)
-    strategy = plan.strategy
     if data.seed is not None:  # seeds weights, dropout and augmentation, not only data
         seeding.seed_everything(data.seed)
     if data.deterministic:
         if data.seed is None:  # TensorFlow refuses unseeded random ops then
             raise UsageError('--deterministic needs --seed=N: the same N reproduces the run.')
         seeding.make_deterministic()
-    assembly = (assemble_synthetic_data(data) if benchmark and not data.dataset_dir
-                else _assemble_data(data, is_training=True,
-                                    data_service_run=f'{config.train_dir} {data!r}'))
+    return plan
+
+
+def training_data(data: DataConfig, config: trainer_lib.TrainConfig):
+    """(the training split's Assembly, config): from the tf.data service, the input
+    position is not checkpointed."""
+    assembly = _assemble_data(data, is_training=True,
+                              data_service_run=f'{config.train_dir} {data!r}')
     if data.data_service_address and config.checkpoint_input_position:
         logging.info('Input from the tf.data service: its position lives in the '
                      'dispatcher\'s job, not in checkpoints; a resumed run rejoins the job.')
         config = dataclasses.replace(config, checkpoint_input_position=False)
+    return assembly, config
+
+
+def build_trainer(plan: deployment_plan.DeploymentPlan, data: DataConfig, assembly,
+                  config: trainer_lib.TrainConfig,
+                  optimizer_config: optimizers.OptimizerConfig,
+                  learning_rate_config: learning_rate.LearningRateConfig, *,
+                  weight_decay: float, quantize_delay: Optional[int],
+                  drop_path_rate: float) -> trainer_lib.Trainer:
+    """The Trainer of data.model_name on assembly's input, as plan deploys it: its
+    network and optimizer made under the plan's strategy, its learning-rate schedule."""
+    strategy = plan.strategy
     learning_rate_fn = learning_rate.create_learning_rate_fn(
         learning_rate_config, assembly.spec.num_samples, data.batch_size,
-        batches_per_update=(deployment.gradients_per_update
+        batches_per_update=(plan.config.gradients_per_update
                             * config.gradient_accumulation_steps),
         max_number_of_steps=config.max_number_of_steps)
     with strategy.scope():
@@ -105,14 +108,34 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
                  data.model_name, data.dataset_name, data.dataset_split_name,
                  assembly.spec.num_samples, assembly.num_classes,
                  strategy.num_replicas_in_sync)
-    trainer = trainer_lib.Trainer(
+    return trainer_lib.Trainer(
         plan=plan, network=network, optimizer=optimizer,
         learning_rate_fn=learning_rate_fn, input_fn=assembly.input_fn,
         image_shape=assembly.image_shape, config=config)
-    if benchmark is not None:
-        return _benchmark(trainer, benchmark, data, assembly)
+
+
+def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
+          config: trainer_lib.TrainConfig, optimizer_config: optimizers.OptimizerConfig,
+          learning_rate_config: learning_rate.LearningRateConfig, weight_decay: float,
+          quantize_delay: Optional[int] = None, drop_path_rate: float = 0.0):
+    """Trains data.model_name on data; returns the Trainer. With quantize_delay (a
+    step; negative, as slim's -1, or None: off), quantization-aware from that step;
+    drop_path_rate: the rate of stochastic depth (drop-connect); 0 is off.
+
+    The Trainer holds the input iterator; a script keeps it until it exits (see
+    cli.guard.guarded) because destroying that iterator can stall.
+    """
+    check_options(deployment, config, weight_decay, drop_path_rate)
+    if deployment.serves_only:  # a ps task, or a worker the chief schedules steps on
+        model_deploy.serve(deployment)
+        return None
+    plan = start(data, deployment)
+    assembly, config = training_data(data, config)
+    trainer = build_trainer(plan, data, assembly, config, optimizer_config,
+                            learning_rate_config, weight_decay=weight_decay,
+                            quantize_delay=quantize_delay, drop_path_rate=drop_path_rate)
     if plan.is_chief:
-        _log_plan(plan, data, config, assembly, learning_rate_fn, network)
+        _log_plan(plan, data, config, assembly, trainer)
     try:
         trainer.train()
     except tf.errors.InvalidArgumentError as error:
@@ -127,8 +150,9 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
 
 
 def _log_plan(plan, data: DataConfig, config: trainer_lib.TrainConfig, assembly,
-              learning_rate_fn, network):
+              trainer: trainer_lib.Trainer):
     """The chief's deployment plan, with the run's recipes, schedule and variables."""
+    schedule = trainer.model_step.learning_rate_fn
     micro_batches = config.gradient_accumulation_steps
     recipes = ([f'accumulation: {micro_batches} micro-batches per update '
                 f'({micro_batches * data.batch_size} examples per replica)']
@@ -140,31 +164,10 @@ def _log_plan(plan, data: DataConfig, config: trainer_lib.TrainConfig, assembly,
         batch_size=data.batch_size, train_dir=config.train_dir,
         input_source=assembly.input_source,
         checkpoint_input_position=config.checkpoint_input_position, extra=recipes + [
-            f'learning rate: {_describe_schedule(learning_rate_fn, data.batch_size)}',
+            f'learning rate: {_describe_schedule(schedule, data.batch_size)}',
             'variables:    ' + ', '.join(
                 f'{count} on {device or "this process"}' for device, count in
-                model_deploy.variable_placement(network.variables).items())]))
-
-
-def _benchmark(trainer: trainer_lib.Trainer, benchmark: benchmark_lib.BenchmarkConfig,
-               data: DataConfig, assembly) -> benchmark_lib.BenchmarkRun:
-    """Times the trainer's compiled step on synthetic data, and on the training input
-    with --dataset_dir; prints the figures. Nothing is restored or saved."""
-    setting = Setting(
-        model_name=data.model_name, task='training', precision=trainer.config.precision,
-        batch_size=data.batch_size, replicas=trainer.strategy.num_replicas_in_sync,
-        image_shape=assembly.image_shape, data=benchmark_lib.describe_data(
-            data.dataset_name, data.dataset_split_name, data.dataset_dir))
-    try:
-        run = benchmark_lib.benchmark_training(
-            trainer, benchmark, setting, num_classes=assembly.num_classes,
-            real_input_fn=assembly.input_fn if data.dataset_dir else None)
-    except tf.errors.InvalidArgumentError as error:
-        message = input_pipeline.data_error_message(error)
-        if message is None:
-            raise
-        raise DataError(message) from None
-    return benchmark_lib.report(run, benchmark.json_path)
+                model_deploy.variable_placement(trainer.network.variables).items())]))
 
 
 def dry_run_restore(data: DataConfig, config: trainer_lib.TrainConfig):
@@ -201,8 +204,6 @@ class TrainingJob:
     deployment: Optional[model_deploy.DeploymentConfig] = None
     dry_run_restore: bool = False
     drop_path_rate: float = 0.0  # stochastic depth; 0: off
-    # Time the training step instead of training (training.benchmark); None: train.
-    benchmark: Optional[benchmark_lib.BenchmarkConfig] = None
     threads: ThreadConfig = ThreadConfig()  # applied before any op
 
 
@@ -224,17 +225,7 @@ def run(job: TrainingJob):
     Only the chief writes to the train_dir, so only the chief locks it."""
     threads.apply(job.threads)  # before TensorFlow's first op
     if job.dry_run_restore:
-        if job.benchmark is not None:
-            raise UsageError('--benchmark trains nothing to restore into; pass '
-                             '--benchmark or --dry_run_restore, not both.')
         return dry_run_restore(job.data, job.config)
-    if job.benchmark is not None:  # writes nothing: no lock, no run record
-        logging.info('--benchmark: fresh weights; nothing is written to --train_dir, '
-                     'and no checkpoint there is resumed.')
-        return train(job.data, job.deployment, job.config, job.optimizer_config,
-                     job.learning_rate_config, job.weight_decay,
-                     quantize_delay=job.quantize_delay, drop_path_rate=job.drop_path_rate,
-                     benchmark=job.benchmark)
     writes = job.deployment.is_chief and not job.deployment.serves_only
     lock = _lock_train_dir(job.config.train_dir) if writes else None
     try:
