@@ -129,4 +129,5 @@ def test_the_lock_goes_when_training_stops_on_sigterm_or_an_error(tmp_path):
     mismatch = _run(_command(data, train_dir, '--optimizer=adam',
                              '--max_number_of_steps=1000000'))
     assert mismatch.returncode == 1 and 'trained with another optimizer' in mismatch.stderr
+    assert 'pass --optimizer=sgd' in mismatch.stderr  # the one it was trained with
     assert not (train_dir / LOCK_FILE).exists()
