@@ -12,7 +12,6 @@ import os
 import sys
 from typing import Optional
 
-from absl import flags
 import tensorflow as tf
 
 from core import checks
@@ -21,23 +20,9 @@ from datasets import dataset_factory, dataset_utils, image_coding, image_folder
 from export import exporter
 from preprocessing import preprocessing_factory
 
-# As in cli.flags: the flags belong to the script calling define().
-flags.disclaim_key_flags()
-
 # Images sent to the SavedModel at once: a folder of thousands is not one batch.
 IMAGES_PER_CALL = 32
 _GLOB_CHARACTERS = frozenset('*?[')
-
-
-def prediction(define):
-    """The Prediction flag group (cli.flags lists it in GROUPS)."""
-    define.list('image_files', None, 'Images to classify, comma-separated: files (JPEG, '
-                'PNG, GIF, BMP, WebP), folders (every file inside, sub-folders included, '
-                'in sorted order) and glob patterns such as \'photos/*.jpg\' (quoted: the '
-                'script expands them, ** included). A file that cannot be read is skipped '
-                'with a warning. Default: --num_examples examples of the dataset split.')
-    define.integer('num_examples', 8, 'Without --image_files: how many examples of '
-                   '--dataset_dir\'s split to predict, each against its label.')
 
 
 @dataclasses.dataclass(frozen=True)

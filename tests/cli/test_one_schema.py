@@ -1,6 +1,7 @@
-"""One schema: a flag named as a config dataclass field has that field's default, in every
-script and tool. The exceptions are fields the flag reaches through a conversion (a
-list to a tuple, a flag's unset to an empty tuple), named here with why."""
+"""One schema: a flag has the default of the config dataclass field it fills, in every
+flag group. The field is the one of the flag's name, in every config that has one, or the
+field RENAMED names; the exceptions are fields the flag reaches through a conversion (a
+list to a tuple, a flag's unset to an empty tuple), named in CONVERTED with why."""
 import dataclasses
 import importlib
 import inspect
@@ -10,10 +11,29 @@ import pytest
 from absl import flags
 
 from cli import flags as cli_flags
-from helpers.docs_blocks import ROOT
 
 PACKAGES = ('cli', 'core', 'datasets', 'deployment', 'export', 'nets', 'preprocessing',
             'training')
+# Flag -> (class, field) it fills under another name (cli.configs maps it).
+RENAMED = {
+    'train_image_size': ('DataConfig', 'image_size'),
+    'eval_image_size': ('DataConfig', 'image_size'),
+    'worker_replicas': ('DeploymentConfig', 'num_replicas'),
+    'task': ('DeploymentConfig', 'replica_id'),
+    'all_reduce_alg': ('AllReduceConfig', 'algorithm'),
+    'all_reduce_bytes_per_pack': ('AllReduceConfig', 'bytes_per_pack'),
+    'all_reduce_weight_factors': ('AllReduceConfig', 'weight_factors'),
+    'prefetch_to_device': ('DevicePrefetch', 'to_device'),
+    'per_replica_buffer_size': ('DevicePrefetch', 'buffer_size'),
+    'eval_timeout_secs': ('WatchConfig', 'timeout_secs'),
+    'graph_batch_size': ('ExportRequest', 'batch_size'),
+    'is_training': ('ExportRequest', 'training_graph'),
+    'parity_tolerance': ('ExportRequest', 'float_tolerance'),
+    'benchmark_rounds': ('BenchmarkConfig', 'rounds'),
+    'benchmark_steps': ('BenchmarkConfig', 'steps_per_round'),
+    'benchmark_warmup_steps': ('BenchmarkConfig', 'warmup_steps'),
+    'benchmark_json': ('BenchmarkConfig', 'json_path'),
+}
 # (class, field): why its flag's default differs in form, not in meaning.
 CONVERTED = {
     ('TrainingJob', 'benchmark'): '--benchmark=False is the job\'s None (no benchmark)',
@@ -32,7 +52,9 @@ CONVERTED = {
 }
 
 
-def _config_classes():
+@pytest.fixture(scope='module')
+def config_classes():
+    """{class name: config dataclass} of every product package."""
     classes = {}
     for package in PACKAGES:
         module = importlib.import_module(package)
@@ -43,15 +65,30 @@ def _config_classes():
     return classes
 
 
-@pytest.mark.parametrize('script', cli_flags.SCRIPTS + cli_flags.TOOLKIT_SCRIPTS)
-def test_every_flag_has_its_config_fields_default(script):
+def _fields_filled(flag_name, classes):
+    """[(class name, field)] whose default the flag must have."""
+    found = [(name, field) for name, config in classes.items()
+             for field in dataclasses.fields(config) if field.name == flag_name]
+    if flag_name in RENAMED:
+        class_name, field_name = RENAMED[flag_name]
+        found += [(class_name, field) for field in dataclasses.fields(classes[class_name])
+                  if field.name == field_name]
+    return [(name, field) for name, field in found
+            if field.default is not dataclasses.MISSING and (name, field.name) not in CONVERTED]
+
+
+@pytest.mark.parametrize('title', list(cli_flags.GROUPS))
+def test_every_flag_has_its_config_fields_default(title, config_classes):
     values = flags.FlagValues()
-    cli_flags.define(cli_flags.declared_groups(ROOT / script), usage='U', flag_values=values)
-    differing = [f'--{field.name}: flag {values[field.name].default!r}, '
-                 f'{name}.{field.name} {field.default!r}'
-                 for name, config in _config_classes().items()
-                 for field in dataclasses.fields(config)
-                 if field.name in values and field.default is not dataclasses.MISSING
-                 and (name, field.name) not in CONVERTED
-                 and values[field.name].default != field.default]
+    [(_, names)] = cli_flags.define([title], usage='U', flag_values=values)
+    differing = [f'--{flag}: flag {values[flag].default!r}, {name}.{field.name} '
+                 f'{field.default!r}'
+                 for flag in names for name, field in _fields_filled(flag, config_classes)
+                 if values[flag].default != field.default]
     assert not differing, differing
+
+
+def test_every_renamed_field_exists(config_classes):
+    missing = [f'{flag}: {name}.{field}' for flag, (name, field) in RENAMED.items()
+               if field not in {f.name for f in dataclasses.fields(config_classes[name])}]
+    assert not missing, missing
