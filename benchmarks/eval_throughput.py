@@ -9,7 +9,8 @@ images, batches of --batch_size, the last one short) from the same tf.data pipel
           its tf.function is traced once, on the untimed warm-up pass;
   keras   `model.evaluate` of the Keras twin (benchmarks/train_throughput.py), compiled
           with sparse categorical cross-entropy and accuracy, after a warm-up pass.
-The sides alternate for --rounds rounds; printed are the median examples per second and
+The sides alternate for --rounds rounds, round i starting with side i mod 2
+(training.benchmark.rounds.rotated: neither always runs first); printed are the median examples per second and
 per CPU-second (all the process's threads) of each, and the per-round ratios (ours /
 keras), median [min, max], and each side's forward GFLOP per image (nets.flops:
 convolutions and matrix products, counted from the traced graph).
@@ -28,7 +29,8 @@ import tensorflow as tf  # noqa: E402
 
 from benchmarks.train_throughput import KERAS_COUNTERPARTS  # noqa: E402
 from nets import flops, nets_factory  # noqa: E402
-from training.evaluation import evaluator as evaluator_lib
+from training.benchmark import rounds as rounds_lib  # noqa: E402
+from training.evaluation import evaluator as evaluator_lib  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer('num_examples', 2000, 'Examples in the evaluated split.')
@@ -74,9 +76,9 @@ def main(argv):
         for run in sides.values():  # tracing and the cache fill, untimed
             run()
         rates = {name: [] for name in sides}
-        for _ in range(FLAGS.rounds):
-            for name, run in sides.items():
-                rates[name].append(_timed(run))
+        for round_index in range(FLAGS.rounds):
+            for name in rounds_lib.rotated(list(sides), round_index):
+                rates[name].append(_timed(sides[name]))
         ratios = [[a[i] / b[i] for a, b in zip(rates['ours'], rates['keras'])]
                   for i in (0, 1)]
         rows.append((model_name, rates, ratios, gflops))
@@ -84,7 +86,7 @@ def main(argv):
                                             for n, v in rates.items()) + ' examples/s',
               flush=True)
     print(f'\n{FLAGS.num_examples} examples, batch {FLAGS.eval_batch_size}, '
-          f'{FLAGS.rounds} interleaved rounds; median examples/s (and per CPU-second), '
+          f'{FLAGS.rounds} interleaved rounds (round i starts with side i mod 2); median examples/s (and per CPU-second), '
           'per-round ratios median [min, max].\n\n'
           '| model | ours ex/s | Keras evaluate ex/s | ours / Keras | ours ex/CPU-s | '
           'Keras ex/CPU-s | ours / Keras per CPU-s | forward GFLOP/img ours, Keras |\n'

@@ -6,8 +6,9 @@ a minimal Keras script training the same architecture (cifarnet) on an in-memory
 Our side is `train_image_classifier.py --max_number_of_steps=1 --log_every_n_steps=1`
 on --dataset_dir (shapes; built first if missing), timed to its 'global step 1' line;
 the Keras side prints when its first `train_on_batch` returns. The two alternate
-(--rounds each); printed are each side's times and median, and ours / Keras per round,
-median [min, max] (the target: at most 1).
+(--rounds each), round i starting with side i mod 2 (training.benchmark.rounds.rotated:
+neither always runs first in a round); printed are each side's times and median, and
+ours / Keras per round, median [min, max] (the target: at most 1).
 """
 import os
 import statistics
@@ -17,6 +18,10 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from training.benchmark import rounds  # noqa: E402  (no TensorFlow in this process)
+
 KERAS_SCRIPT = '''
 import time, numpy as np, tensorflow as tf
 layers = tf.keras.layers
@@ -50,7 +55,7 @@ def _time_until(command, marker, env):
 
 def main():
     args = dict(a.lstrip('-').split('=', 1) for a in sys.argv[1:])
-    rounds = int(args.get('rounds', 3))
+    num_rounds = int(args.get('rounds', 3))
     dataset_dir = args.get('dataset_dir', os.path.join(tempfile.gettempdir(), 'shapes'))
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='2')
     if not os.path.exists(os.path.join(dataset_dir, 'labels.txt')):
@@ -58,15 +63,19 @@ def main():
                         '--dataset_name=shapes', f'--dataset_dir={dataset_dir}'],
                        cwd=ROOT, env=env, check=True, capture_output=True)
     times = {'ours': [], 'keras': []}
-    for _ in range(rounds):
-        with tempfile.TemporaryDirectory() as train_dir:
-            times['ours'].append(_time_until(
+    with tempfile.TemporaryDirectory() as scratch:
+        sides = {
+            'ours': lambda round_index: _time_until(
                 [sys.executable, 'train_image_classifier.py', '--dataset_name=shapes',
                  f'--dataset_dir={dataset_dir}', '--model_name=cifarnet',
-                 f'--train_dir={train_dir}', '--batch_size=32', '--max_number_of_steps=1',
-                 '--log_every_n_steps=1'], 'global step 1:', env))
-        times['keras'].append(_time_until([sys.executable, '-c', KERAS_SCRIPT],
-                                          'FIRST_STEP_DONE', env))
+                 f'--train_dir={scratch}/train_{round_index}', '--batch_size=32',
+                 '--max_number_of_steps=1', '--log_every_n_steps=1'], 'global step 1:',
+                env),
+            'keras': lambda round_index: _time_until(
+                [sys.executable, '-c', KERAS_SCRIPT], 'FIRST_STEP_DONE', env)}
+        for round_index in range(num_rounds):
+            for name in rounds.rotated(list(sides), round_index):
+                times[name].append(sides[name](round_index))
     ours, keras = (statistics.median(times[k]) for k in ('ours', 'keras'))
     ratios = [a / b for a, b in zip(times['ours'], times['keras'])]
     print(f'first step after: ours {[round(t, 2) for t in times["ours"]]} s, keras '

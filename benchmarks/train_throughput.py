@@ -30,11 +30,13 @@ and 0.2 on both; ConvNeXt none). --image_size sets the size of both sides (defau
 our net's). Inputs: a synthetic batch repeated (tf.data, both sides), or
 with --dataset_dir the training input pipeline of train_image_classifier.py (every side
 reads its own copy of it). The sides alternate for --rounds rounds (the machine is
-shared and noisy); printed are the median img/s of each, the ratios to ours, and with
+shared and noisy), round i starting with side i mod n (training.benchmark.rounds.rotated:
+no side always runs first, just after the warm-up or the matmuls); printed are the median img/s of each, the ratios to ours, and with
 real data the fraction of our step time spent waiting for input (1 - real / synthetic
 speed), each side's forward GFLOP per image and trainable parameters, and each side's
-fraction of the matmul peak (3 x forward FLOPs x img/s against a 4096x4096 matmul in the
-compute dtype, timed in this process after each round, as --benchmark's). The glibc
+fraction of the matmul peak (3 x forward FLOPs x img/s against 4096x4096 matmuls in the
+compute dtype sampled in this process for 2 s before and after each round, a round's
+peak the fastest of them, as --benchmark's). The glibc
 allocator tuning of cli.startup applies to every side (printed);
 SLIM_MALLOC_TUNING=default turns it off for all of them.
 """
@@ -55,6 +57,7 @@ from cli import assembly  # noqa: E402
 from deployment import model_deploy  # noqa: E402
 from nets import flops, nets_factory, precision  # noqa: E402
 from nets.keras_import import catalog, transfer  # noqa: E402
+from training.benchmark import rounds as rounds_lib  # noqa: E402
 from training.benchmark import throughput as throughput_lib
 from training.recipes import optimizers
 from training.loop import trainer as trainer_lib
@@ -232,27 +235,33 @@ def _images_per_second(run, num_steps, batch_size):
             images / (time.process_time() - cpu_started))
 
 
-def _measure(sides, batch_size):
-    """{side: [img/s per round]}, {side: [img per CPU-second per round]}, [the matmul
-    peak in GFLOP/s timed after each round]."""
+def _measure(sides, batch_size, with_peak=True):
+    """{side: [img/s per round]}, {side: [img per CPU-second per round]}, [each round's
+    matmul peak in GFLOP/s] (empty without with_peak)."""
     for run in sides.values():
         run(FLAGS.warmup_steps)
     peak = throughput_lib.MatmulPeak(precision.compute_dtype(FLAGS.precision))
+
+    def sample():  # the matmul rates between two rounds
+        return (rounds_lib.sample_rates(peak.gflops, rounds_lib.PEAK_SECONDS) if with_peak
+                else [])
+
     rates = {name: [] for name in sides}
     cpu_rates = {name: [] for name in sides}
-    peaks = []
-    for _ in range(FLAGS.rounds):
-        for name, run in sides.items():
-            rate, cpu_rate = _images_per_second(run, FLAGS.steps_per_round, batch_size)
+    windows = [sample()]
+    for round_index in range(FLAGS.rounds):
+        for name in rounds_lib.rotated(list(sides), round_index):
+            rate, cpu_rate = _images_per_second(sides[name], FLAGS.steps_per_round,
+                                                batch_size)
             rates[name].append(rate)
             cpu_rates[name].append(cpu_rate)
-        peaks.append(peak.gflops())
-    return rates, cpu_rates, peaks
+        windows.append(sample())
+    return rates, cpu_rates, rounds_lib.round_peaks(windows) if with_peak else []
 
 
 def _of_peak(rates, gflops, peaks):
     """'median [min, max]' over rounds of a side's 3 x forward FLOPs x img/s (forward
-    and backward) against the matmul peak timed after the same round."""
+    and backward) against the same round's matmul peak."""
     fractions = [3 * gflops * rate / round_peak for rate, round_peak in zip(rates, peaks)]
     return (f'{statistics.median(fractions):.2f} [{min(fractions):.2f}, '
             f'{max(fractions):.2f}]')
@@ -316,7 +325,7 @@ def main(argv):
                         model_name, _synthetic_input_fn(batch_size, image_shape,
                                                         num_classes),
                         image_shape, num_classes, batch_size, train_dir + '/synthetic',
-                        which=['ours']), batch_size)
+                        which=['ours']), batch_size, with_peak=False)
                     waiting = max(0.0, 1 - statistics.median(rates['ours'])
                                   / statistics.median(synthetic['ours']))
             else:
@@ -337,8 +346,9 @@ def main(argv):
     print('\nimg/s: median over rounds; ours / X: per-round ratios, median [min, max], '
           'by wall clock and per CPU-second of this process; forward GFLOP per image of '
           'ours and of the Keras model, and their trainable parameters; of peak: 3 x '
-          'forward FLOPs x img/s against the matmul peak timed after each round (median '
-          '[min, max], GFLOP/s).')
+          'forward FLOPs x img/s against the round\'s matmul peak, the fastest matmul in '
+          '2 s before and after it (median [min, max], GFLOP/s); round i starts with '
+          'side i mod n.')
     print('\n| model | batch | size | ' + ' | '.join(f'{n} img/s' for n in names) + ' | '
           + ' | '.join(f'ours / {n} | ours / {n} per CPU-s' for n in others)
           + ' | GFLOP/img ours, Keras | parameters ours, Keras | '

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from core.errors import UsageError
 from nets import flops, nets_factory
-from training.benchmark import throughput
+from training.benchmark import rounds, throughput
 from training.evaluation import evaluator as evaluator_lib
 from training.benchmark.report import BenchmarkResult, Setting, Spread
 from training.loop import controller
@@ -178,15 +178,15 @@ def test_the_peak_is_sampled_for_the_time_asked_and_at_least_three_times():
         return rate
 
     # 0.6 s matmuls: the fourth ends the 2 s (at 2.4 s).
-    assert len(throughput.sample_rates(matmul_taking(0.6), 2.0, clock=clock)) == 4
+    assert len(rounds.sample_rates(matmul_taking(0.6), 2.0, clock=clock)) == 4
     # However fast the matmul, three samples.
-    assert len(throughput.sample_rates(matmul_taking(0.01), 0.0, clock=clock)) == 3
+    assert len(rounds.sample_rates(matmul_taking(0.01), 0.0, clock=clock)) == 3
 
 
 def test_a_rounds_peak_is_the_fastest_matmul_before_or_after_it():
     # A disturbance slowing some matmuls (the 90s, the 50s) moves no round's peak.
     windows = [[200, 90, 205], [203, 50, 60], [90, 201, 199]]
-    assert throughput.round_peaks(windows) == [205, 203]
+    assert rounds.round_peaks(windows) == [205, 203]
 
 
 def test_measure_divides_each_round_by_the_peak_sampled_around_it(monkeypatch):
@@ -231,13 +231,13 @@ def test_paced_steps_run_in_the_controllers_call_lengths():
 
 
 def _result(fractions, peak_seconds=2.0):
-    rounds = len(fractions)
+    count = len(fractions)
     return BenchmarkResult(
-        setting=_setting('training', (224, 224, 3), 32), rounds=rounds,
-        steps_per_round=10, warmup_steps=3, images_per_second=Spread.of([14] * rounds),
+        setting=_setting('training', (224, 224, 3), 32), rounds=count,
+        steps_per_round=10, warmup_steps=3, images_per_second=Spread.of([14] * count),
         forward_flops_per_image=6_964_510_720, peak_dtype='bfloat16',
         peak_matrix_size=4096, peak_seconds=peak_seconds,
-        peak_gflops=Spread.of([400] * rounds), achieved_gflops=Spread.of([300] * rounds),
+        peak_gflops=Spread.of([400] * count), achieved_gflops=Spread.of([300] * count),
         fraction_of_peak=Spread.of(fractions))
 
 

@@ -6,11 +6,11 @@ train_image_classifier.py runs, with the call lengths its controller chooses);
 evaluation times the Evaluator's compiled counting loop. Nothing is saved. A run is:
 warm-up steps (the first call traces), then rounds of `steps_per_round` steps, with
 4096x4096 matmuls in the compute dtype (the peak) for PEAK_SECONDS before the first
-round and after each. Every figure is the median [min, max] over rounds; the fraction
-of peak is per round (step rate against the fastest matmul just before or after it),
-so a load from other processes lasting through a round hits both alike, and a short
-one during the matmuls does not move the peak. A fraction above 1 says the peak was
-disturbed throughout (report.py flags it).
+round and after each (training.benchmark.rounds). Every figure is the median [min,
+max] over rounds; the fraction of peak is per round (step rate against the fastest
+matmul just before or after it), so a load from other processes lasting through a round
+hits both alike, and a short one during the matmuls does not move the peak. A fraction
+above 1 says the peak was disturbed throughout (the report flags it).
 
 With real input (--dataset_dir) its rounds come first, back to back (see measure), and
 the rounds on synthetic data follow. Input wait, per round, is 1 - (rate on the real
@@ -21,7 +21,7 @@ alone there is nothing to compare it with.
 import dataclasses
 import functools
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -32,16 +32,13 @@ from core.errors import UsageError
 from deployment import model_deploy
 from nets import flops
 from nets import precision as precision_lib
+from training.benchmark.rounds import PEAK_SECONDS, round_peaks, sample_rates
 from training.benchmark.report import BenchmarkResult, Setting, Spread
 from training.loop import controller
 
 # Without --benchmark_steps, a round runs about this long at the warm-up's speed.
 ROUND_SECONDS = 10.0
 PEAK_MATRIX_SIZE = 4096
-# The peak is sampled this long before the first round and after each (one matmul takes
-# 0.3-0.7 s here), and from at least MIN_PEAK_SAMPLES matmuls.
-PEAK_SECONDS = 2.0
-MIN_PEAK_SAMPLES = 3
 SYNTHETIC = 'synthetic data'
 
 
@@ -104,25 +101,6 @@ class MatmulPeak:
         started = time.perf_counter()
         self._product(self._left, self._right).numpy()
         return 2 * self.size ** 3 / (time.perf_counter() - started) / 1e9
-
-
-def sample_rates(rate: Callable[[], float], seconds: float,
-                 clock: Callable[[], float] = time.perf_counter,
-                 min_samples: int = MIN_PEAK_SAMPLES) -> List[float]:
-    """rate() called again and again for at least `seconds`, and min_samples times."""
-    started, rates = clock(), []
-    while len(rates) < min_samples or clock() - started < seconds:
-        rates.append(rate())
-    return rates
-
-
-def round_peaks(windows: Sequence[Sequence[float]]) -> List[float]:
-    """Round i's peak, from the matmul rates sampled before it (windows[i]) and after it
-    (windows[i + 1]): the fastest of them. The best, not the median: a disturbance (another
-    process taking a core) only ever slows a matmul down, so the fastest sample is the
-    closest to what this process computes around the round; a median still moves when a
-    disturbance covers half the samples."""
-    return [max(*before, *after) for before, after in zip(windows, windows[1:])]
 
 
 def _timed(run: Callable[[int], None], num_steps: int) -> float:
