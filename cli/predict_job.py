@@ -27,7 +27,7 @@ _GLOB_CHARACTERS = frozenset('*?[')
 
 @dataclasses.dataclass(frozen=True)
 class PredictionJob:
-    """Everything predict_saved_model.py's flags ask for (cli.configs builds it)."""
+    """Everything predict_image_classifier.py's flags ask for (cli.configs builds it)."""
     saved_model_dir: Optional[str]
     image_files: tuple = ()
     dataset_name: Optional[str] = None

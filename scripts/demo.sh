@@ -34,7 +34,7 @@ step "4/5 Exporting a SavedModel and a frozen GraphDef (replacing a previous run
     --output_file="$OUT/cifarnet_frozen.pb" --overwrite
 
 step "5/5 Reloading the export and predicting validation images"
-"$PYTHON" scripts/predict_saved_model.py --saved_model_dir="$OUT/export" \
+"$PYTHON" predict_image_classifier.py --saved_model_dir="$OUT/export" \
     --dataset_name=shapes --dataset_dir="$OUT/shapes" --dataset_split_name=validation \
     --preprocessing_name=cifarnet --num_examples=10
 

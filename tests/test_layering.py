@@ -10,7 +10,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Package -> floor. A module may import from its own package and from lower floors.
 FLOORS = {'core': 0, 'nets': 1, 'datasets': 1, 'preprocessing': 1, 'deployment': 2,
           'training': 3, 'export': 3, 'cli': 4}
-SCRIPTS_FLOOR = 5  # the top-level scripts and scripts/
+SCRIPTS_FLOOR = 5  # the top-level scripts, scripts/, maintainer/ and benchmarks/
 # Sub-package -> floor inside a package: a module may import from its own sub-package
 # and from lower ones.
 SUBFLOORS = {'training': {'checkpoints': 0, 'summaries': 0, 'recipes': 1, 'loop': 2,
@@ -40,6 +40,7 @@ def _sources():
         for path in sorted((ROOT / package).rglob('*.py')):
             yield path, package, FLOORS[package]
     for path in [*sorted(ROOT.glob('*.py')), *sorted((ROOT / 'scripts').glob('*.py')),
+                 *sorted((ROOT / 'maintainer').glob('*.py')),
                  *sorted((ROOT / 'benchmarks').glob('*.py'))]:
         yield path, None, SCRIPTS_FLOOR
 

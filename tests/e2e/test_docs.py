@@ -104,8 +104,8 @@ def test_page_slow(page, fixtures, tmp_path):
 
 # The generated references: each script's --check exits 1 when its file is stale.
 @pytest.mark.parametrize('script', [
-    'scripts/flag_table.py', 'scripts/floor_map.py',
-    pytest.param('scripts/model_table.py', marks=pytest.mark.slow)])  # builds 40 nets
+    'maintainer/flag_table.py', 'maintainer/floor_map.py',
+    pytest.param('maintainer/model_table.py', marks=pytest.mark.slow)])  # builds 40 nets
 def test_generated_reference_is_current(script):
     result = subprocess.run([sys.executable, str(ROOT / script), '--check'], cwd=ROOT,
                             capture_output=True, text=True, timeout=540)
@@ -120,7 +120,7 @@ def test_model_reference_lists_every_registered_net():
     text = (ROOT / 'docs' / 'reference' / 'models.md').read_text()
     listed = re.findall(r'^\| `(\w+)` \|', text, re.M)
     assert listed == list(nets_factory.network_names()), (
-        'docs/reference/models.md is stale: run `python scripts/model_table.py`.')
+        'docs/reference/models.md is stale: run `python maintainer/model_table.py`.')
 
 
 def _anchors(page):

@@ -15,7 +15,7 @@ from helpers import testing_utils
 from helpers.scripts import EVAL, EXPORT, ROOT, TRAIN, run_script
 
 CONVERT, AVERAGE = 'download_and_convert_data.py', 'average_checkpoints.py'
-PREDICT = 'scripts/predict_saved_model.py'
+PREDICT = 'predict_image_classifier.py'
 
 
 SHAPES = ['--dataset_name=shapes', '--dataset_dir={shapes}', '--model_name=cifarnet']

@@ -1,4 +1,4 @@
-"""scripts/predict_saved_model.py: image files through 'serving_bytes' when the SavedModel
+"""predict_image_classifier.py: image files through 'serving_bytes' when the SavedModel
 has it, else preprocessed by the script for 'serving_preprocessed'."""
 import numpy as np
 import pytest
@@ -37,7 +37,7 @@ def exported(tmp_path_factory):
     ('plain', 'serving_preprocessed (preprocessing: cifarnet)', ['--model_name=cifarnet'])])
 def test_image_files_are_classified_through_the_best_signature(exported, name, signature,
                                                                model):
-    result = run_script('scripts/predict_saved_model.py',
+    result = run_script('predict_image_classifier.py',
                         f'--saved_model_dir={exported["work"] / name}', *model,
                         '--image_files=' + ','.join(map(str, exported['paths'])))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -64,7 +64,7 @@ def test_folders_patterns_and_files_are_predicted_one_line_each(exported, tmp_pa
     (folder / 'notes.txt').write_text('not an image\n')
     made[str(exported['paths'][0])] = classes['a']
 
-    result = run_script('scripts/predict_saved_model.py',
+    result = run_script('predict_image_classifier.py',
                         f'--saved_model_dir={exported["work"] / "bytes"}',
                         f'--image_files={folder},{more}/x*.png,{exported["paths"][0]},'
                         f'{tmp_path}/none*.jpg')
@@ -96,7 +96,7 @@ def test_a_damaged_file_is_skipped_and_every_good_one_predicted(exported):
     good, damaged = exported['paths'], list(bad)
     order = [*damaged[:2], good[0], *damaged[2:], good[1]]  # bad ones among the good
 
-    result = run_script('scripts/predict_saved_model.py',
+    result = run_script('predict_image_classifier.py',
                         f'--saved_model_dir={work / "bytes"}',
                         '--image_files=' + ','.join(map(str, order)))
 
@@ -115,7 +115,7 @@ def test_a_damaged_file_is_skipped_and_every_good_one_predicted(exported):
 def test_no_readable_file_is_one_error_line(exported):
     work = exported['work']
     (work / 'only_text.jpg').write_text('no image here\n')
-    result = run_script('scripts/predict_saved_model.py',
+    result = run_script('predict_image_classifier.py',
                         f'--saved_model_dir={work / "bytes"}',
                         f'--image_files={work / "only_text.jpg"}')
     assert result.returncode == 1 and 'Traceback' not in result.stderr, result.stderr[-3000:]

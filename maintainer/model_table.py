@@ -1,8 +1,8 @@
 r"""Writes docs/reference/models.md from the network registry: one row per registered
 network, its parameters counted on a traced build of each (minutes: all 40 nets).
 
-  python scripts/model_table.py            # rewrites docs/reference/models.md
-  python scripts/model_table.py --check    # exit 1 when it is stale
+  python maintainer/model_table.py            # rewrites docs/reference/models.md
+  python maintainer/model_table.py --check    # exit 1 when it is stale
 """
 import inspect
 import os
@@ -20,7 +20,7 @@ PAGE = os.path.join(ROOT, 'docs', 'reference', 'models.md')
 HEADER = """\
 # Networks
 
-<!-- Written by scripts/model_table.py from the network registry; do not edit by hand. -->
+<!-- Written by maintainer/model_table.py from the network registry; do not edit by hand. -->
 
 Every `--model_name`, from the registry (`nets/registry.py`). *parameters*: every
 variable of the net built for inference with the classes shown, batch-norm statistics
@@ -72,7 +72,7 @@ def main(argv):
     current = open(PAGE).read() if os.path.exists(PAGE) else ''
     if '--check' in argv[1:]:
         if text != current:
-            print('docs/reference/models.md is stale; run `python scripts/model_table.py`.',
+            print('docs/reference/models.md is stale; run `python maintainer/model_table.py`.',
                   file=sys.stderr)
             return 1
         return 0

@@ -1,7 +1,7 @@
 r"""Writes docs/reference/flags.md: each script's flags by topic, as its --help lists them.
 
-  python scripts/flag_table.py           # writes it
-  python scripts/flag_table.py --check   # exit 1 (naming the command above) if stale
+  python maintainer/flag_table.py           # writes it
+  python maintainer/flag_table.py --check   # exit 1 (naming the command above) if stale
 """
 import ast
 import os
@@ -16,7 +16,7 @@ from cli import flag_help  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 
 OUTPUT = os.path.join('docs', 'reference', 'flags.md')
-COMMAND = 'python scripts/flag_table.py'
+COMMAND = 'python maintainer/flag_table.py'
 
 
 def _default(flag) -> str:
@@ -46,7 +46,7 @@ def _section(script: str) -> list:
 
 def render() -> str:
     lines = ['# Flags', '',
-             f'Generated from `cli/flags.py` by `{COMMAND}`; edit the flags there, not '
+             f'Generated from `cli/flag_groups/` by `{COMMAND}`; edit the flags there, not '
              'this file.', '',
              'Each script\'s flags, by topic as its `--help` lists them. Every script '
              'also takes absl\'s `--flagfile`, `--help`, `--helpfull`, `--verbosity` and '
@@ -65,7 +65,8 @@ def main(argv) -> int:
     if argv[1:] == ['--check']:
         current = open(path).read() if os.path.exists(path) else None
         if current != text:
-            sys.stderr.write(f'{OUTPUT} is out of date with cli/flags.py; run: {COMMAND}\n')
+            sys.stderr.write(f'{OUTPUT} is out of date with cli/flag_groups/; run: '
+                             f'{COMMAND}\n')
             return 1
         return 0
     os.makedirs(os.path.dirname(path), exist_ok=True)

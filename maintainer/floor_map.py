@@ -1,8 +1,8 @@
 r"""Writes the floor map of docs/architecture.md: every package on its floor, with its
 modules, from the FLOORS table that tests/test_layering.py enforces.
 
-  python scripts/floor_map.py            # rewrites the map between its markers
-  python scripts/floor_map.py --check    # exit 1 when the map is stale
+  python maintainer/floor_map.py            # rewrites the map between its markers
+  python maintainer/floor_map.py --check    # exit 1 when the map is stale
 """
 import ast
 import pathlib
@@ -11,7 +11,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LAYERING = ROOT / 'tests' / 'test_layering.py'
 PAGE = ROOT / 'docs' / 'architecture.md'
-BEGIN = ('<!-- floor map: written by scripts/floor_map.py from FLOORS in '
+BEGIN = ('<!-- floor map: written by maintainer/floor_map.py from FLOORS in '
          'tests/test_layering.py; do not edit by hand -->')
 END = '<!-- end of floor map -->'
 
@@ -39,6 +39,7 @@ def floor_map():
     rows = ['| floor | package | modules |', '|---|---|---|']
     scripts = ([p.name for p in sorted(ROOT.glob('*.py'))]
                + [f'scripts/{p.name}' for p in sorted((ROOT / 'scripts').glob('*.py'))]
+               + [f'maintainer/{p.name}' for p in sorted((ROOT / 'maintainer').glob('*.py'))]
                + [f'benchmarks/{p.name}' for p in sorted((ROOT / 'benchmarks').glob('*.py'))])
     rows.append(f'| {scripts_floor} | the scripts | '
                 + ', '.join(f'`{s}`' for s in scripts) + ' |')
@@ -67,7 +68,7 @@ def main(argv):
     if '--check' in argv[1:]:
         if new != text:
             print(f'{PAGE.relative_to(ROOT)}: the floor map is stale; run '
-                  f'`python scripts/floor_map.py`.', file=sys.stderr)
+                  f'`python maintainer/floor_map.py`.', file=sys.stderr)
             return 1
         return 0
     if new != text:

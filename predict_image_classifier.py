@@ -1,10 +1,10 @@
 r"""Classifies images with an exported SavedModel, printing each image's class.
 
-  python scripts/predict_saved_model.py --saved_model_dir=/tmp/export/saved_model \
+  python predict_image_classifier.py --saved_model_dir=/tmp/export/saved_model \
       --image_files=new_photos/
-  python scripts/predict_saved_model.py --saved_model_dir=/tmp/export \
+  python predict_image_classifier.py --saved_model_dir=/tmp/export \
       --image_files='holiday/*.jpg',cat.jpg,dog.png
-  python scripts/predict_saved_model.py --saved_model_dir=/tmp/export \
+  python predict_image_classifier.py --saved_model_dir=/tmp/export \
       --dataset_name=shapes --dataset_dir=/tmp/shapes --dataset_split_name=validation \
       --num_examples=8
 
@@ -15,12 +15,7 @@ others are predicted: the exit status is 0 when at least one file was predicted,
 ERROR line) when none could be. Without --image_files, --num_examples examples of a
 converted dataset are predicted against their labels.
 """
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from cli import startup  # noqa: E402,F401  (first: configures TensorFlow before it loads)
+from cli import startup  # noqa: F401  (first: configures TensorFlow before it loads)
 
 from cli import configs, guard, predict_job  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
