@@ -141,8 +141,8 @@ _stderr_fd = 2
 
 def _exit_quietly(signum, frame):
     del frame
-    os.write(_stderr_fd, f'Stopped by signal {signum} while starting; nothing to save.\n'
-             .encode())
+    message = f'Stopped by signal {signum} outside the training loop; nothing to save.\n'
+    os.write(_stderr_fd, message.encode())
     # A train_dir lock taken by now goes too (os._exit runs no atexit handlers).
     lock_module = sys.modules.get('training.checkpoints.lock')
     if lock_module is not None:
@@ -151,9 +151,9 @@ def _exit_quietly(signum, frame):
 
 
 def exit_quietly_on_signals():
-    """SIGTERM/SIGINT before training starts end the process with one line, not a
-    KeyboardInterrupt traceback from wherever the start-up was (the training loop
-    installs its own handlers, which save first)."""
+    """SIGTERM/SIGINT before training starts (or after its final save) end the process
+    with one line, not a KeyboardInterrupt traceback from wherever the start-up was (the
+    training loop installs its own handlers, which save first)."""
     # Not under pytest, which handles Ctrl-C itself.
     if threading.current_thread() is threading.main_thread() and 'pytest' not in sys.modules:
         for signum in (signal.SIGTERM, signal.SIGINT):

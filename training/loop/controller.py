@@ -23,10 +23,15 @@ MAX_SECONDS_PER_CALL = 2.0
 
 
 class StopRequest:
-    """Turns SIGTERM/SIGINT into a request to stop when the running call returns."""
+    """Turns SIGTERM/SIGINT into a request to stop when the running call returns. Held
+    through the final save too: a second signal (a launcher's, a double Ctrl-C) is
+    logged and ignored until the checkpoint is written; once a stop was requested it
+    stays ignored, so the process still exits 0 with its checkpoint."""
 
     def __init__(self):
         self.requested = False
+        self.saving_step = None  # the step whose final checkpoint is being written
+        self.saved = False
         self._previous = {}
 
     def __enter__(self):
@@ -37,10 +42,23 @@ class StopRequest:
 
     def _handle(self, signum, frame):
         del frame
-        logging.warning('Signal %d received: saving a checkpoint and stopping.', signum)
+        if self.saved:
+            logging.warning('Signal %d received after the final save of step %d: exiting.',
+                            signum, self.saving_step)
+        elif self.saving_step is not None:
+            logging.warning('Signal %d received while the checkpoint of step %d is written: '
+                            'ignored until it is saved.', signum, self.saving_step)
+        elif self.requested:
+            logging.warning('Signal %d received again: stopping after the running call, '
+                            'with a checkpoint.', signum)
+        else:
+            logging.warning('Signal %d received: saving a checkpoint and stopping.', signum)
         self.requested = True
 
     def __exit__(self, *exc):
+        if self.requested and exc[0] is None:  # stopping with a checkpoint: stay put
+            self.saved = True
+            return
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
 
@@ -151,7 +169,8 @@ class Controller:
                 previous_step, step = step, self.current_step()
                 for action in self.actions:
                     action(previous_step, step, result)
-        for action in self.actions:
-            if hasattr(action, 'finish'):
-                action.finish(step, result)
+            stop.saving_step = step
+            for action in self.actions:  # the final save among them
+                if hasattr(action, 'finish'):
+                    action.finish(step, result)
         return step, result

@@ -260,8 +260,48 @@ def test_a_signal_stops_after_the_running_call_with_a_final_save(signum, caplog)
     assert loop.calls == [1, 99]
     assert events[-2:] == [('action', 1, 100), ('action.finish', 100, 1.0)]
     assert step == 100 and saver.saved == [100]
-    assert before == [] and restored is previous_handler
+    # Stopping: later signals stay logged and ignored (the exit stays 0), not the
+    # previous handler's.
+    assert before == [] and restored is not previous_handler
     assert any(f'Signal {int(signum)} received' in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                    reason='signal handlers are installed from the main thread only')
+def test_signals_during_the_final_save_are_logged_and_ignored_until_it_is_written(caplog):
+    """Two SIGTERMs: the first stops the loop, the second comes while the final
+    checkpoint is written (a launcher's follow-up, a double Ctrl-C) and neither ends the
+    process nor skips the save; the log names the step being saved."""
+    events = []
+    saved = []
+    previous = []
+
+    class SaveInterruptedBySignals:
+        def __call__(self, previous_step, step, result):
+            pass
+
+        def finish(self, step, result):
+            signal.raise_signal(signal.SIGTERM)  # mid-save
+            signal.raise_signal(signal.SIGTERM)
+            saved.append(step)
+
+    def during_call(index):
+        if index == 1:
+            signal.raise_signal(signal.SIGTERM)
+
+    loop = FakeInnerLoop(FakeClock(), sec_per_step=1 / 1024, events=events,
+                         during_call=during_call)
+    old = signal.signal(signal.SIGTERM, lambda received, frame: previous.append(received))
+    try:
+        with caplog.at_level(logging.WARNING, logger='absl'):
+            step, _ = _controller(loop, max_steps=1000,
+                                  actions=[SaveInterruptedBySignals()]).run(0)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert step == 100 and saved == [100] and previous == []
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count('Signal 15 received while the checkpoint of step 100 is written: '
+                          'ignored until it is saved.') == 2
 
 
 def test_a_stop_agreed_with_the_other_workers_stops_before_the_call():
