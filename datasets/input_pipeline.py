@@ -22,6 +22,7 @@ hands out the files), examples keyed with a random salt as well (each data worke
 numbers its own from 0), and the input position is not checkpointable.
 """
 import dataclasses
+import functools
 import random
 import re
 from typing import Callable, Optional
@@ -138,62 +139,135 @@ def _check_has_examples(files):
 
 
 def make_input_fn(spec, preprocess_fn: Callable, config: InputConfig):
+    """input_fn(input_context=None) -> the dataset of this input pipeline's batches.
+
+    With config.data_service the pipeline is registered with the service here, once, and
+    every training worker's input_fn reads that one job.
+    """
     files = spec.list_files()  # raises a UsageError now, not inside tf.data later
     _check_has_examples(files)
-    deterministic = config.deterministic or not config.is_training
-    # Traced as written (no Python control flow on tensors here or in preprocessing):
-    # AutoGraph converting them and everything they call cost ~0.5 s of start-up.
-    plain = tf.autograph.experimental.do_not_convert
+    pipeline = _Pipeline(spec, preprocess_fn, config, files)
+    if config.data_service is None:
+        return pipeline.input_fn
+    return _service_input_fn(pipeline)
 
-    service = config.data_service
-    # Without --seed, a run still draws from a seed, its own. Under the service every
-    # training worker must build the same graph, and a random salt keys the examples.
-    run_seed = (config.seed if config.seed is not None
-                else 0 if service else random.SystemRandom().getrandbits(31))
 
-    def make_decode_group(pipeline_id):
-        """decode_group for this pipeline: its examples draw from the run seed and its id."""
-        pipeline_seed = tf.constant([run_seed, pipeline_id], tf.int64)
+# Traced as written (no Python control flow on tensors in the pipeline's functions nor in
+# preprocessing): AutoGraph converting them and everything they call cost ~0.5 s of
+# start-up. Every function handed to tf.data goes through it.
+_plain = tf.autograph.experimental.do_not_convert
 
-        @plain
-        def parse_and_preprocess(serialized, path, index, position):
-            features = spec.parse(serialized)
-            image = (features['encoded'] if config.decode_in_preprocessing
-                     else spec.decode_image(features['encoded']))
-            kwargs = {'bbox': features['bboxes'][tf.newaxis]} if config.use_bboxes else {}
+
+class _Pipeline:
+    """One split read, decoded, preprocessed and batched for one input pipeline of
+    num_pipelines: the file list, the config and the run's seed, and the functions
+    tf.data traces (each a method, handed over through _plain)."""
+
+    def __init__(self, spec, preprocess_fn: Callable, config: InputConfig, files):
+        self.spec, self.preprocess_fn, self.config, self.files = (
+            spec, preprocess_fn, config, files)
+        self.deterministic = config.deterministic or not config.is_training
+        # Without --seed, a run still draws from a seed, its own. Under the service every
+        # training worker must build the same graph, and a random salt keys the examples.
+        self.run_seed = (config.seed if config.seed is not None
+                         else 0 if config.data_service
+                         else random.SystemRandom().getrandbits(31))
+
+    def input_fn(self, input_context: Optional[tf.distribute.InputContext] = None):
+        num_pipelines = input_context.num_input_pipelines if input_context else 1
+        pipeline_id = input_context.input_pipeline_id if input_context else 0
+        return self.build(num_pipelines, pipeline_id)
+
+    def build(self, num_pipelines: int, pipeline_id: int) -> tf.data.Dataset:
+        config = self.config
+        dataset = self._records(num_pipelines, pipeline_id)
+        # This pipeline's examples draw from the run seed and its id.
+        pipeline_seed = tf.constant([self.run_seed, pipeline_id], tf.int64)
+        threads = _parallelism(config.num_preprocessing_threads)
+        dataset = dataset.enumerate().batch(_GROUP_SIZE).interleave(
+            _plain(functools.partial(self._decode_group, pipeline_seed)),
+            cycle_length=threads, block_length=_GROUP_SIZE, num_parallel_calls=threads,
+            deterministic=self.deterministic)
+        zero = tf.constant(0, tf.int64)
+        dataset = dataset.scan((zero, zero), _plain(self._count_skipped))
+        if config.is_training:
+            # Full batches (static shapes, equal clones): unreadable examples go first.
+            dataset = dataset.filter(_plain(_is_readable))
+            dataset = dataset.batch(config.batch_size, drop_remainder=True)
+        else:
+            # Every example once; unreadable ones are masked out of their batch, so the
+            # count still reaches the end even if they come last. Batches may be short.
+            dataset = dataset.batch(config.batch_size).map(_plain(_mask_unreadable))
+        dataset = dataset.map(_plain(_with_skipped_count if config.report_skipped
+                                     else _images_and_labels))
+        options = tf.data.Options()
+        # Augmentation is stateless, but a caller's preprocess_fn may not be: a
+        # checkpointed iterator saves the input position, never such a state.
+        options.experimental_external_state_policy = (
+            tf.data.experimental.ExternalStatePolicy.IGNORE)
+        return dataset.prefetch(AUTOTUNE).with_options(options)
+
+    def _records(self, num_pipelines: int, pipeline_id: int) -> tf.data.Dataset:
+        """(record, path, index in the file) of this pipeline's share, shuffled to train."""
+        config, files = self.config, self.files
+        dataset = tf.data.Dataset.from_tensor_slices(files)
+        shard_records = len(files) < num_pipelines
+        if num_pipelines > 1 and not shard_records:
+            dataset = dataset.shard(num_pipelines, pipeline_id)
+        if config.is_training and not config.cache:
+            dataset = dataset.shuffle(len(files), seed=config.seed).repeat(config.num_epochs)
+        readers = _parallelism(config.num_readers)
+        dataset = dataset.interleave(
+            _read_shard, cycle_length=readers, num_parallel_calls=readers,
+            deterministic=self.deterministic)
+        if num_pipelines > 1 and shard_records:
+            dataset = dataset.shard(num_pipelines, pipeline_id)
+        if config.cache:
+            dataset = dataset.cache()
             if config.is_training:
-                kwargs['seed'] = tf.random.experimental.stateless_fold_in(pipeline_seed,
-                                                                          position)
-            image = preprocess_fn(image, config.image_size, config.image_size, **kwargs)
-            label = tf.cast(features['label'], tf.int64) - config.labels_offset
-            return image, label, tf.constant(True), path, index
+                dataset = dataset.repeat(config.num_epochs)
+        if config.is_training:
+            dataset = dataset.shuffle(config.shuffle_buffer_size, seed=config.seed)
+        return dataset
 
-        @plain
-        def decode_group(positions, records_paths_indices):
-            """Exactly one element per record: decoded, or a placeholder marked
-            unreadable."""
-            records, paths, indices = records_paths_indices
-            if service:
-                # Every data worker numbers its examples from 0: a salt drawn per group
-                # (seed 0, 0: from the OS) keeps their augmentations apart.
-                salt = tf.raw_ops.RandomUniformInt(
-                    shape=tf.constant([], tf.int32), minval=tf.constant(0, tf.int64),
-                    maxval=tf.constant(2 ** 62, tf.int64), seed=0, seed2=0)
-                positions = tf.bitwise.bitwise_xor(positions, salt)
-            decoded = tf.data.Dataset.from_tensor_slices(
-                (records, paths, indices, positions)).map(parse_and_preprocess)
-            image_spec = decoded.element_spec[0]
-            placeholder = (tf.zeros(image_spec.shape, image_spec.dtype),
-                           tf.constant(-1, tf.int64), tf.constant(False), tf.constant(''),
-                           tf.constant(-1, tf.int64))
-            return (decoded.ignore_errors()
-                    .concatenate(tf.data.Dataset.from_tensors(placeholder).repeat())
-                    .take(tf.cast(tf.size(records), tf.int64)))
+    def _decode_group(self, pipeline_seed, positions, records_paths_indices):
+        """Exactly one element per record: decoded, or a placeholder marked unreadable."""
+        records, paths, indices = records_paths_indices
+        if self.config.data_service:
+            # Every data worker numbers its examples from 0: a salt drawn per group
+            # (seed 0, 0: from the OS) keeps their augmentations apart.
+            salt = tf.raw_ops.RandomUniformInt(
+                shape=tf.constant([], tf.int32), minval=tf.constant(0, tf.int64),
+                maxval=tf.constant(2 ** 62, tf.int64), seed=0, seed2=0)
+            positions = tf.bitwise.bitwise_xor(positions, salt)
+        decoded = tf.data.Dataset.from_tensor_slices(
+            (records, paths, indices, positions)).map(
+                _plain(functools.partial(self._parse_and_preprocess, pipeline_seed)))
+        image_spec = decoded.element_spec[0]
+        placeholder = (tf.zeros(image_spec.shape, image_spec.dtype),
+                       tf.constant(-1, tf.int64), tf.constant(False), tf.constant(''),
+                       tf.constant(-1, tf.int64))
+        return (decoded.ignore_errors()
+                .concatenate(tf.data.Dataset.from_tensors(placeholder).repeat())
+                .take(tf.cast(tf.size(records), tf.int64)))
 
-        return decode_group
+    def _parse_and_preprocess(self, pipeline_seed, serialized, path, index, position):
+        config = self.config
+        features = self.spec.parse(serialized)
+        image = (features['encoded'] if config.decode_in_preprocessing
+                 else self.spec.decode_image(features['encoded']))
+        kwargs = {'bbox': features['bboxes'][tf.newaxis]} if config.use_bboxes else {}
+        if config.is_training:
+            kwargs['seed'] = tf.random.experimental.stateless_fold_in(pipeline_seed,
+                                                                      position)
+        image = self.preprocess_fn(image, config.image_size, config.image_size, **kwargs)
+        label = tf.cast(features['label'], tf.int64) - config.labels_offset
+        return image, label, tf.constant(True), path, index
 
-    @plain
-    def count_skipped(state, element):
+    def _count_skipped(self, state, element):
+        """scan's step: counts the examples seen and skipped, and stops the job when most
+        are unreadable (training) or a label is out of range."""
+        config = self.config
         seen, skipped = state
         image, label, readable, path, index = element
         seen, skipped = seen + 1, skipped + tf.cast(tf.logical_not(readable), tf.int64)
@@ -216,66 +290,36 @@ def make_input_fn(spec, preprocess_fn: Callable, config: InputConfig):
             skipped = tf.identity(skipped)
         return (seen, skipped), (image, label, readable, skipped)
 
-    def build(num_pipelines: int, pipeline_id: int) -> tf.data.Dataset:
-        dataset = tf.data.Dataset.from_tensor_slices(files)
-        shard_records = len(files) < num_pipelines
-        if num_pipelines > 1 and not shard_records:
-            dataset = dataset.shard(num_pipelines, pipeline_id)
-        if config.is_training and not config.cache:
-            dataset = dataset.shuffle(len(files), seed=config.seed).repeat(config.num_epochs)
-        readers = _parallelism(config.num_readers)
-        dataset = dataset.interleave(
-            _read_shard, cycle_length=readers, num_parallel_calls=readers,
-            deterministic=deterministic)
-        if num_pipelines > 1 and shard_records:
-            dataset = dataset.shard(num_pipelines, pipeline_id)
-        if config.cache:
-            dataset = dataset.cache()
-            if config.is_training:
-                dataset = dataset.repeat(config.num_epochs)
-        if config.is_training:
-            dataset = dataset.shuffle(config.shuffle_buffer_size, seed=config.seed)
-        threads = _parallelism(config.num_preprocessing_threads)
-        dataset = dataset.enumerate().batch(_GROUP_SIZE).interleave(
-            make_decode_group(pipeline_id), cycle_length=threads, block_length=_GROUP_SIZE,
-            num_parallel_calls=threads, deterministic=deterministic)
-        zero = tf.constant(0, tf.int64)
-        dataset = dataset.scan((zero, zero), count_skipped)
-        if config.is_training:
-            # Full batches (static shapes, equal clones): unreadable examples go first.
-            dataset = dataset.filter(plain(lambda image, label, readable, skipped: readable))
-            dataset = dataset.batch(config.batch_size, drop_remainder=True)
-        else:
-            # Every example once; unreadable ones are masked out of their batch, so the
-            # count still reaches the end even if they come last. Batches may be short.
-            dataset = dataset.batch(config.batch_size).map(plain(
-                lambda images, labels, readable, skipped: (
-                    tf.boolean_mask(images, readable), tf.boolean_mask(labels, readable),
-                    readable, skipped)))
-        if config.report_skipped:
-            dataset = dataset.map(plain(lambda images, labels, _, skipped:
-                                        (images, labels, tf.reduce_max(skipped))))
-        else:
-            dataset = dataset.map(plain(lambda images, labels, *_: (images, labels)))
-        options = tf.data.Options()
-        # Augmentation is stateless, but a caller's preprocess_fn may not be: a
-        # checkpointed iterator saves the input position, never such a state.
-        options.experimental_external_state_policy = (
-            tf.data.experimental.ExternalStatePolicy.IGNORE)
-        return dataset.prefetch(AUTOTUNE).with_options(options)
 
-    if service is None:
-        def input_fn(input_context: Optional[tf.distribute.InputContext] = None):
-            num_pipelines = input_context.num_input_pipelines if input_context else 1
-            pipeline_id = input_context.input_pipeline_id if input_context else 0
-            return build(num_pipelines, pipeline_id)
+def _is_readable(image, label, readable, skipped):
+    del image, label, skipped
+    return readable
 
-        return input_fn
-    # Registered once, here (bounded waits); every training worker's input_fn then reads
-    # the one job, unsharded: the dispatcher splits the files (pipeline id unused).
-    service_side = build(1, 0)
+
+def _mask_unreadable(images, labels, readable, skipped):
+    return (tf.boolean_mask(images, readable), tf.boolean_mask(labels, readable), readable,
+            skipped)
+
+
+def _with_skipped_count(images, labels, readable, skipped):
+    del readable
+    return images, labels, tf.reduce_max(skipped)
+
+
+def _images_and_labels(images, labels, *unused):
+    del unused
+    return images, labels
+
+
+def _service_input_fn(pipeline: _Pipeline):
+    """Registers the pipeline with the tf.data service once, here (bounded waits); every
+    training worker's input_fn then reads the one job, unsharded: the dispatcher splits
+    the files (pipeline id unused)."""
+    service, config = pipeline.config.data_service, pipeline.config
+    service_side = pipeline.build(1, 0)
     dataset_id = data_service_lib.register(
-        service_side, service, service.dataset_id(dataclasses.astuple(config), files))
+        service_side, service, service.dataset_id(dataclasses.astuple(config),
+                                                  pipeline.files))
     element_spec = service_side.element_spec
 
     def service_input_fn(input_context: Optional[tf.distribute.InputContext] = None):
