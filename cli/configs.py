@@ -94,15 +94,18 @@ def data_config_from_flags(flag_values: flags.FlagValues, *, image_size_flag: st
 
 def deployment_config_from_flags(
         flag_values: flags.FlagValues = FLAGS) -> model_deploy.DeploymentConfig:
-    """The deployment, its cluster from the flags, TF_CONFIG or SLURM; worker and ps
-    counts left unset on the command line come from the cluster."""
+    """The deployment, its cluster from the flags, TF_CONFIG, SLURM or the Kubernetes
+    pod; worker and ps counts left unset on the command line come from the cluster."""
     def if_given(name):
         return flag_values[name].value if flag_values[name].present else None
 
     resolved = cluster.resolve(
         ps_hosts=flag_values.ps_hosts, worker_hosts=flag_values.worker_hosts,
         job_name=flag_values.job_name, task=flag_values.task,
-        num_ps_tasks=flag_values.num_ps_tasks, slurm_base_port=flag_values.slurm_base_port)
+        num_ps_tasks=flag_values.num_ps_tasks, slurm_base_port=flag_values.slurm_base_port,
+        kubernetes_service=flag_values.kubernetes_service,
+        kubernetes_port=flag_values.kubernetes_port,
+        worker_replicas=if_given('worker_replicas'))
     return model_deploy.from_flags(
         num_clones=flag_values.num_clones, clone_on_cpu=flag_values.clone_on_cpu,
         worker_replicas=if_given('worker_replicas'), num_ps_tasks=if_given('num_ps_tasks'),

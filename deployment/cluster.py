@@ -8,10 +8,14 @@ The cluster comes from, in this order:
 3. SLURM's environment, one task per process: the first --num_ps_tasks tasks of the
    step are the parameter servers, the others the workers in task order, each listening
    on a port counted up from a base port by its rank on its node.
+`--kubernetes_service` replaces all three: the cluster is then that of the pod's
+Indexed Job or JobSet (deployment.kubernetes), and the cluster flags or TF_CONFIG as
+well are a mistake.
 
 Worker 0 is the chief: it runs the training loop (and in parameter-server modes the
 coordinator), writes checkpoints and summaries, and logs the plan. All three sources
-give the same `Cluster`, so the rest of the program does not know where it came from.
+give the same `Cluster` (so does Kubernetes), so the rest of the program does not know
+where it came from.
 """
 import dataclasses
 import json
@@ -21,6 +25,7 @@ import socket
 from typing import Dict, Mapping, Optional, Tuple
 
 from core.errors import UsageError
+from deployment import kubernetes
 
 PS, WORKER = 'ps', 'worker'
 JOB_NAMES = (PS, WORKER)
@@ -214,12 +219,42 @@ def from_slurm(environ: Mapping[str, str], num_ps_tasks: int,
                    task_index=task_index, source='SLURM')
 
 
+def from_kubernetes(environ: Mapping[str, str], service: str, port: int,
+                    num_ps_tasks: int, num_workers: Optional[int]) -> Cluster:
+    """The cluster of this pod's Indexed Job or JobSet (deployment.kubernetes)."""
+    hostname = environ.get('HOSTNAME') or socket.gethostname()
+    tasks = kubernetes.pod_tasks(environ, hostname, service=service, port=port,
+                                 num_ps_tasks=num_ps_tasks, num_workers=num_workers)
+    return Cluster(ps=tasks.ps, workers=tasks.workers, task_type=tasks.job,
+                   task_index=tasks.index, source=kubernetes.SOURCE)
+
+
+def _check_one_source(kubernetes_service: str, environ: Mapping[str, str], **flags):
+    """--kubernetes_service names the pod's cluster: nothing else may describe it."""
+    given = [f'--{name}' for name, value in flags.items() if value]
+    if given:
+        raise UsageError(f'--kubernetes_service={kubernetes_service} takes the cluster '
+                         f'and this task from the pod; drop {", ".join(given)}.')
+    if environ.get('TF_CONFIG', '').strip():
+        raise UsageError(f'TF_CONFIG and --kubernetes_service={kubernetes_service} both '
+                         'describe the cluster; unset TF_CONFIG or drop '
+                         '--kubernetes_service.')
+
+
 def resolve(*, ps_hosts: Optional[str] = None, worker_hosts: Optional[str] = None,
             job_name: Optional[str] = None, task: int = 0, num_ps_tasks: int = 0,
-            slurm_base_port: int = SLURM_BASE_PORT,
+            slurm_base_port: int = SLURM_BASE_PORT, kubernetes_service: Optional[str] = None,
+            kubernetes_port: int = kubernetes.DEFAULT_PORT,
+            worker_replicas: Optional[int] = None,
             environ: Optional[Mapping[str, str]] = None) -> Optional[Cluster]:
-    """The cluster from the flags, else TF_CONFIG, else SLURM; None for one machine."""
+    """The cluster of the pod with --kubernetes_service, else from the flags, else
+    TF_CONFIG, else SLURM; None for one machine."""
     environ = os.environ if environ is None else environ
+    if kubernetes_service:
+        _check_one_source(kubernetes_service, environ, ps_hosts=ps_hosts,
+                          worker_hosts=worker_hosts, job_name=job_name, task=task)
+        return from_kubernetes(environ, kubernetes_service, kubernetes_port, num_ps_tasks,
+                               worker_replicas)
     return (from_flags(ps_hosts, worker_hosts, job_name, task)
             or from_tf_config(environ)
             or from_slurm(environ, num_ps_tasks, slurm_base_port))

@@ -6,6 +6,7 @@ from cli import data_service_flags
 from core import threads
 from core.threads import ThreadConfig
 from deployment import cluster as cluster_lib
+from deployment import kubernetes
 from deployment import model_deploy
 from deployment.collectives import AllReduceConfig
 from deployment.device_input import DevicePrefetch
@@ -102,3 +103,10 @@ def cluster(define):
                  'restarted chief resumes within it); then it exits.')
     define.integer('slurm_base_port', cluster_lib.SLURM_BASE_PORT, 'Under SLURM, task k of '
                    'a node listens on this port + k.')
+    define.string('kubernetes_service', None, 'Take the cluster and this task from the '
+                  'pod of a Kubernetes Indexed Job or JobSet: the headless Service its pods\' '
+                  'subdomain names (a JobSet\'s: its name, unless spec.network.subdomain). '
+                  'Needs --worker_replicas (and --num_ps_tasks with ps pods); '
+                  'docs/distributed.md, "Kubernetes".')
+    define.integer('kubernetes_port', kubernetes.DEFAULT_PORT, 'With --kubernetes_service: '
+                   'the port every task listens on.')
