@@ -8,7 +8,7 @@ run_info.json go to --train_dir; a run finding checkpoints there resumes from th
 """
 from cli import startup  # noqa: F401  (first: configures TensorFlow before it loads)
 
-from cli import benchmark_job, configs, data_service_flags, guard, train_job  # noqa: E402
+from cli import benchmark_job, configs, data_service_job, guard, train_job  # noqa: E402
 from cli import flags as cli_flags  # noqa: E402
 
 FLAG_GROUPS = ('Model', 'Dataset', 'Split', 'Input pipeline', 'Training', 'Augmentation',
@@ -21,8 +21,8 @@ cli_flags.define(FLAG_GROUPS, usage=__doc__)
 
 def main(argv):
     del argv
-    if data_service_flags.serves_data():  # a tf.data service task, not a trainer
-        return data_service_flags.serve()
+    if data_service_job.serves_data():  # a tf.data service task, not a trainer
+        return data_service_job.serve()
     job, benchmark = configs.training_from_flags(), configs.benchmark_from_flags()
     return benchmark_job.time_training(job, benchmark) if benchmark else train_job.run(job)
 

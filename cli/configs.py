@@ -13,13 +13,12 @@ from typing import Optional
 
 from absl import flags, logging
 
-from cli import benchmark_flags, device_flags
-from cli import flags as cli_flags
-from cli import batch_norm_job, run_record
+from cli import batch_norm_job, benchmark_flags, run_record
 from cli.assembly import DataConfig, preprocessing_family
 from cli.averaging_job import AveragingJob
 from cli.eval_job import EvaluationJob
 from cli.export_job import ExportConfig, ExportJob
+from cli.flag_groups.data import DEFAULT_DATASET
 from cli.import_weights_job import ImportJob
 from cli.predict_job import PredictionJob
 from cli.train_job import TrainingJob
@@ -27,7 +26,7 @@ from core import checks, threads
 from core.errors import UsageError
 from core.threads import ThreadConfig
 from datasets import dataset_utils
-from deployment import cluster, model_deploy
+from deployment import cluster, collectives, device_input, model_deploy
 from export import pipeline
 from nets import nets_factory
 from preprocessing import augment_policies
@@ -55,7 +54,7 @@ def _from_flags(config_class, flag_values: flags.FlagValues, **mapped):
 
 
 def _dataset_name(flag_values) -> str:
-    return flag_values.dataset_name or cli_flags.DEFAULT_DATASET
+    return flag_values.dataset_name or DEFAULT_DATASET
 
 
 def split_scopes(flag_name: str, flag_values: flags.FlagValues = FLAGS) -> tuple:
@@ -113,8 +112,25 @@ def deployment_config_from_flags(
         replicas_to_aggregate=flag_values.replicas_to_aggregate,
         strategy=flag_values.strategy, cluster=resolved,
         wait_for_chief_secs=flag_values.wait_for_chief_secs,
-        all_reduce=device_flags.all_reduce_from_flags(flag_values),
-        prefetch=device_flags.prefetch_from_flags(flag_values))
+        all_reduce=_all_reduce_from_flags(flag_values),
+        prefetch=_prefetch_from_flags(flag_values))
+
+
+def _all_reduce_from_flags(flag_values: flags.FlagValues) -> collectives.AllReduceConfig:
+    """The Device performance group's all-reduce; TensorFlow's choice without the group."""
+    if 'all_reduce_alg' not in flag_values:
+        return collectives.AllReduceConfig()
+    return collectives.AllReduceConfig(
+        algorithm=flag_values.all_reduce_alg, num_packs=flag_values.num_packs,
+        bytes_per_pack=flag_values.all_reduce_bytes_per_pack,
+        weight_factors=flag_values.all_reduce_weight_factors)
+
+
+def _prefetch_from_flags(flag_values: flags.FlagValues) -> device_input.DevicePrefetch:
+    if 'prefetch_to_device' not in flag_values:
+        return device_input.DevicePrefetch()
+    return device_input.DevicePrefetch(to_device=flag_values.prefetch_to_device,
+                                       buffer_size=flag_values.per_replica_buffer_size)
 
 
 def _note_slim_session_target(flag_values: flags.FlagValues):
@@ -163,7 +179,7 @@ def _threads_of_task(flag_values: flags.FlagValues,
                      deployment: Optional[model_deploy.DeploymentConfig]) -> ThreadConfig:
     """The thread flags; all-reduce workers sharing a host split its cores (what is left
     unset). Parameter-server clusters keep TensorFlow's defaults: not measured."""
-    configured = device_flags.threads_from_flags(flag_values)
+    configured = _from_flags(ThreadConfig, flag_values)
     resolved = deployment.cluster if deployment is not None else None
     if resolved is None or resolved.ps:
         return configured
@@ -207,14 +223,14 @@ def evaluation_from_flags(flag_values: flags.FlagValues = FLAGS) -> EvaluationJo
         top_k=top_k_from_flags(flag_values), watch=watch_config_from_flags(flag_values),
         deployment=model_deploy.from_flags(
             num_clones=flag_values.num_clones, clone_on_cpu=flag_values.clone_on_cpu,
-            all_reduce=device_flags.all_reduce_from_flags(flag_values),
-            prefetch=device_flags.prefetch_from_flags(flag_values)),
+            all_reduce=_all_reduce_from_flags(flag_values),
+            prefetch=_prefetch_from_flags(flag_values)),
         recompute=_from_flags(batch_norm_job.RecomputeConfig, flag_values),
-        threads=device_flags.threads_from_flags(flag_values))
+        threads=_from_flags(ThreadConfig, flag_values))
 
 
 def prediction_from_flags(flag_values: flags.FlagValues = FLAGS) -> PredictionJob:
-    """scripts/predict_saved_model.py's job. Of the Model group only --model_name and
+    """predict_image_classifier.py's job. Of the Model group only --model_name and
     --preprocessing_name apply: they name an older SavedModel's preprocessing."""
     for name, why in [('labels_offset', 'the SavedModel names its own classes'),
                       ('use_grayscale', 'the SavedModel converts its input itself')]:

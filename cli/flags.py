@@ -16,7 +16,6 @@ from absl import flags
 
 from cli import flag_help
 from cli.flag_groups import GROUPS
-from cli.flag_groups.data import DEFAULT_DATASET  # noqa: F401  (cli.configs reads it here)
 
 SCRIPTS = ('train_image_classifier.py', 'eval_image_classifier.py',
            'export_inference_graph.py', 'download_and_convert_data.py')

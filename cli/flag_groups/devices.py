@@ -2,7 +2,7 @@
 "GPU"; the all-reduce flags are the TF Model Garden's), Cluster."""
 from absl import flags
 
-from cli import data_service_flags
+from cli import data_service_job
 from core import threads
 from core.threads import ThreadConfig
 from deployment import cluster as cluster_lib
@@ -91,7 +91,7 @@ def cluster(define):
     define.string('ps_hosts', None, 'Comma-separated host:port of the parameter servers.')
     define.string('worker_hosts', None, 'Comma-separated host:port of the workers; the '
                   'first is the chief.')
-    define.enum('job_name', None, ['ps', 'worker', *data_service_flags.JOB_NAMES],
+    define.enum('job_name', None, ['ps', 'worker', *data_service_job.JOB_NAMES],
                 'This process\'s job in the cluster; with --task, which task it is. '
                 'data_dispatcher and data_worker serve the tf.data service instead (see '
                 '--data_service_address).')

@@ -1,6 +1,6 @@
-"""The tf.data service's flags (defined in cli.flag_groups.data) as the two server
-roles of train_image_classifier.py: `--job_name=data_dispatcher` and
-`--job_name=data_worker` serve the service until SIGTERM; any other job trains."""
+"""The tf.data service's jobs, train_image_classifier.py's two server roles:
+`--job_name=data_dispatcher` and `--job_name=data_worker` serve the service (its flags:
+the tf.data service group, cli.flag_groups.data) until SIGTERM; any other job trains."""
 from absl import flags
 
 from core.errors import UsageError
