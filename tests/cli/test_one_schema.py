@@ -36,8 +36,6 @@ RENAMED = {
 }
 # (class, field): why its flag's default differs in form, not in meaning.
 CONVERTED = {
-    ('TrainingJob', 'benchmark'): '--benchmark=False is the job\'s None (no benchmark)',
-    ('EvaluationJob', 'benchmark'): 'the same',
     ('EvaluationJob', 'top_k'): '--top_k=1,5 is a list of strings; the job takes (1, 5)',
     ('DataConfig', 'augmentation'): '--augmentation names the policy of the field\'s '
                                     'AugmentationConfig',
@@ -88,7 +86,9 @@ def test_every_flag_has_its_config_fields_default(title, config_classes):
     assert not differing, differing
 
 
-def test_every_renamed_field_exists(config_classes):
-    missing = [f'{flag}: {name}.{field}' for flag, (name, field) in RENAMED.items()
-               if field not in {f.name for f in dataclasses.fields(config_classes[name])}]
+def test_every_renamed_and_converted_field_exists(config_classes):
+    named = [*RENAMED.values(), *CONVERTED]
+    missing = [f'{name}.{field}' for name, field in named
+               if name not in config_classes
+               or field not in {f.name for f in dataclasses.fields(config_classes[name])}]
     assert not missing, missing
