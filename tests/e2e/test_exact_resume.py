@@ -53,13 +53,16 @@ def _start(command, **kwargs):
 def _kill_after_progress(command, rng, timeout=300):
     """Starts the run, waits until it saves a checkpoint, then SIGKILLs it after a
     random delay (0-2 s: during a step, a save, or after the end). Returns whether it
-    had already finished."""
+    had already finished (a kill after the final save leaves nothing to train: the
+    next start says so and saves nothing)."""
     process = _start(command)
     lines = queue.Queue()
     threading.Thread(target=lambda: [lines.put(l) for l in process.stderr],
                      daemon=True).start()
     deadline, seen = time.time() + timeout, []
     while not any(_SAVED.search(line) for line in seen):
+        if any('nothing to train' in line for line in seen):
+            return process.wait(timeout=30) == 0
         try:
             seen.append(lines.get(timeout=max(0.0, deadline - time.time())))
         except queue.Empty:
