@@ -112,6 +112,7 @@ def deployment_config_from_flags(
         replicas_to_aggregate=flag_values.replicas_to_aggregate,
         strategy=flag_values.strategy, cluster=resolved,
         wait_for_chief_secs=flag_values.wait_for_chief_secs,
+        preemption_grace_secs=flag_values.preemption_grace_secs,
         all_reduce=_all_reduce_from_flags(flag_values),
         prefetch=_prefetch_from_flags(flag_values))
 

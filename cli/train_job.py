@@ -13,7 +13,7 @@ from core import checks, paths, seeding, threads
 from core.errors import DataError, UsageError
 from core.threads import ThreadConfig
 from datasets import input_pipeline
-from deployment import model_deploy
+from deployment import model_deploy, task_server
 from deployment import plan as deployment_plan
 from nets import nets_factory, quantization
 from training.checkpoints import restore as restore_lib
@@ -127,7 +127,7 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
     """
     check_options(deployment, config, weight_decay, drop_path_rate)
     if deployment.serves_only:  # a ps task, or a worker the chief schedules steps on
-        model_deploy.serve(deployment)
+        task_server.serve(deployment)
         return None
     plan = start(data, deployment)
     assembly, config = training_data(data, config)

@@ -11,17 +11,15 @@
 --ps_hosts/--worker_hosts/--job_name/--task, TF_CONFIG or SLURM; --worker_replicas and
 --num_ps_tasks may then be left unset, and must agree with it when set. In
 parameter-server modes worker 0 (the chief) runs the coordinator and a worker server of
-its own; the other workers and the ps tasks only serve (`serve`) until the chief is gone.
+its own; the other workers and the ps tasks only serve (deployment.task_server) until
+the chief is gone.
 The all-reduce implementation (deployment.collectives) and the input's prefetch to the
 devices (deployment.device_input) are part of the config; deployment.plan describes it.
 """
 import dataclasses
-import logging as python_logging
-import time
 from typing import Optional, Sequence
 
 import tensorflow as tf
-from absl import logging
 
 from core.errors import UsageError
 from deployment import cluster as cluster_lib
@@ -53,6 +51,8 @@ class DeploymentConfig:
     cluster: Optional[cluster_lib.Cluster] = None
     # How long a ps or worker task keeps serving after the chief became unreachable.
     wait_for_chief_secs: float = 60.0
+    # The launcher's time from SIGTERM to SIGKILL (Kubernetes' and SLURM's default: 30 s).
+    preemption_grace_secs: float = 30.0
     # GPU hosts: the all-reduce implementation and the input's prefetch to the devices.
     all_reduce: collectives.AllReduceConfig = collectives.AllReduceConfig()
     prefetch: device_input.DevicePrefetch = device_input.DevicePrefetch()
@@ -211,7 +211,7 @@ def from_flags(*, num_clones: int = 1, clone_on_cpu: bool = False,
                worker_replicas: Optional[int] = None, num_ps_tasks: Optional[int] = None,
                task: int = 0, sync_replicas: bool = False, replicas_to_aggregate: int = 1,
                strategy: str = 'auto', cluster: Optional[cluster_lib.Cluster] = None,
-               wait_for_chief_secs: float = 60.0,
+               wait_for_chief_secs: float = 60.0, preemption_grace_secs: float = 30.0,
                all_reduce: collectives.AllReduceConfig = collectives.AllReduceConfig(),
                prefetch: device_input.DevicePrefetch = device_input.DevicePrefetch()
                ) -> DeploymentConfig:
@@ -228,7 +228,7 @@ def from_flags(*, num_clones: int = 1, clone_on_cpu: bool = False,
         num_replicas=worker_replicas or 1, num_ps_tasks=num_ps_tasks or 0,
         sync_replicas=sync_replicas, replicas_to_aggregate=replicas_to_aggregate,
         strategy=strategy, cluster=cluster, wait_for_chief_secs=wait_for_chief_secs,
-        all_reduce=all_reduce, prefetch=prefetch)
+        preemption_grace_secs=preemption_grace_secs, all_reduce=all_reduce, prefetch=prefetch)
 
 
 def _ensure_logical_cpus(count: int):
@@ -261,7 +261,7 @@ def _limit_gpus(count: int):
 _SERVERS = []
 
 
-def _start_server(deployment: DeploymentConfig, **kwargs) -> tf.distribute.Server:
+def start_server(deployment: DeploymentConfig, **kwargs) -> tf.distribute.Server:
     cluster = deployment.cluster
     cluster_lib.check_port_free(cluster)
     server = tf.distribute.Server(tf.train.ClusterSpec(cluster.as_dict()),
@@ -301,7 +301,7 @@ def create_strategy(config: DeploymentConfig) -> tf.distribute.Strategy:
     if mode == PARAMETER_SERVER:
         # The chief computes too, as slim's worker 0 did: it hosts worker 0's server.
         # In-process servers deadlock with fewer inter-op threads than workers + 1.
-        _start_server(config, config=tf.compat.v1.ConfigProto(
+        start_server(config, config=tf.compat.v1.ConfigProto(
             inter_op_parallelism_threads=max(4, config.num_replicas + 1)))
         partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
             min_shard_bytes=MIN_SHARD_BYTES, max_shards=config.num_ps_tasks)
@@ -323,32 +323,6 @@ def create_strategy(config: DeploymentConfig) -> tf.distribute.Strategy:
         [f'/{device}:{i}' for i in range(config.num_clones)],
         cross_device_ops=collectives.cross_device_ops(
             config.all_reduce, clone_on_cpu=config.clone_on_cpu, num_gpus=gpus))
-
-
-def serve(config: DeploymentConfig, poll_secs: float = 1.0):
-    """Runs this ps or worker task's server until the chief has been unreachable for
-    config.wait_for_chief_secs (it finished, or died and did not come back); a chief
-    that never appears is waited for CHIEF_START_SECS at least."""
-    cluster = config.cluster
-    _start_server(config)
-    logging.info('Serving %s task %d at %s for the chief at %s.', cluster.task_type,
-                 cluster.task_index, cluster.address, cluster.chief_address)
-    # The chief's end breaks this task's connections; TensorFlow logs each at ERROR.
-    python_logging.getLogger('tensorflow').setLevel(python_logging.CRITICAL)
-    chief_seen, last_seen = False, time.monotonic()
-    while True:
-        if cluster_lib.is_reachable(cluster.chief_address):
-            if not chief_seen:
-                logging.info('The chief at %s is up.', cluster.chief_address)
-            chief_seen, last_seen = True, time.monotonic()
-        elif time.monotonic() - last_seen > (config.wait_for_chief_secs if chief_seen
-                                             else max(config.wait_for_chief_secs,
-                                                      CHIEF_START_SECS)):
-            logging.info('The chief at %s has been gone for %.0f s: %s task %d exits.',
-                         cluster.chief_address, config.wait_for_chief_secs,
-                         cluster.task_type, cluster.task_index)
-            return
-        time.sleep(poll_secs)
 
 
 def variable_placement(variables: Sequence[tf.Variable]) -> dict:

@@ -101,6 +101,11 @@ def cluster(define):
     define.float('wait_for_chief_secs', DeploymentConfig.wait_for_chief_secs, 'How long a '
                  'ps or worker task keeps serving after the chief became unreachable (a '
                  'restarted chief resumes within it); then it exits.')
+    define.float('preemption_grace_secs', DeploymentConfig.preemption_grace_secs, 'The '
+                 'launcher\'s time from SIGTERM to SIGKILL (Kubernetes\' '
+                 'terminationGracePeriodSeconds, SLURM\'s KillWait). On SIGTERM the ps and '
+                 'worker tasks the chief schedules on serve until the chief has saved, '
+                 'exiting before it ends; the chief warns when its final save took longer.')
     define.integer('slurm_base_port', cluster_lib.SLURM_BASE_PORT, 'Under SLURM, task k of '
                    'a node listens on this port + k.')
     define.string('kubernetes_service', None, 'Take the cluster and this task from the '

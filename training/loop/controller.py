@@ -28,8 +28,10 @@ class StopRequest:
     logged and ignored until the checkpoint is written; once a stop was requested it
     stays ignored, so the process still exits 0 with its checkpoint."""
 
-    def __init__(self):
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
         self.requested = False
+        self.clock = clock
+        self.received_at = None  # of the first signal
         self.saving_step = None  # the step whose final checkpoint is being written
         self.saved = False
         self._previous = {}
@@ -53,7 +55,20 @@ class StopRequest:
                             'with a checkpoint.', signum)
         else:
             logging.warning('Signal %d received: saving a checkpoint and stopping.', signum)
+            self.received_at = self.clock()
         self.requested = True
+
+    def warn_if_past(self, grace_secs: Optional[float]):
+        """After the final save: a stop that outlasted the launcher's grace period would
+        have been killed before its checkpoint was written."""
+        if grace_secs is None or self.received_at is None:
+            return
+        took = self.clock() - self.received_at
+        if took > grace_secs:
+            logging.warning('The final checkpoint was saved %.0f s after the signal, past '
+                            '--preemption_grace_secs=%g: a launcher would have killed this '
+                            'task first; give it a longer grace period (Kubernetes\' '
+                            'terminationGracePeriodSeconds).', took, grace_secs)
 
     def __exit__(self, *exc):
         if self.requested and exc[0] is None:  # stopping with a checkpoint: stay put
@@ -131,7 +146,8 @@ class Controller:
     def __init__(self, *, train_n_steps: Callable, current_step: Callable[[], int],
                  pace: Pace, agree: Callable[[CallPlan], CallPlan],
                  actions: Sequence, trace=None,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter,
+                 grace_secs: Optional[float] = None):
         self.train_n_steps = train_n_steps
         self.current_step = current_step
         self.pace = pace
@@ -139,6 +155,7 @@ class Controller:
         self.actions = list(actions)
         self.trace = trace  # training.loop.actions.TraceSteps, or None
         self.clock = clock  # times each call for the pace (tests pass a fake)
+        self.grace_secs = grace_secs  # the launcher's, from SIGTERM to SIGKILL
 
     def _next_call(self, step: int, stop: StopRequest):
         num_steps = self.pace.next_call(step)
@@ -151,7 +168,7 @@ class Controller:
 
     def run(self, step: int):
         max_steps, result = self.pace.max_steps, None
-        with StopRequest() as stop:
+        with StopRequest(self.clock) as stop:
             while max_steps is None or step < max_steps:
                 call, tracing = self._next_call(step, stop)
                 if call.stop:
@@ -173,4 +190,5 @@ class Controller:
             for action in self.actions:  # the final save among them
                 if hasattr(action, 'finish'):
                     action.finish(step, result)
+            stop.warn_if_past(self.grace_secs)
         return step, result

@@ -179,7 +179,8 @@ class Trainer:
         loop = controller.Controller(
             train_n_steps=self.steps.train_n_steps,
             current_step=lambda: int(self.global_step.numpy()), pace=pace,
-            agree=self.plan.agree, actions=actions, trace=trace)
+            agree=self.plan.agree, actions=actions, trace=trace,
+            grace_secs=self.plan.config.preemption_grace_secs)
         _, result = loop.run(step)
         return result.metrics if result is not None else {}
 

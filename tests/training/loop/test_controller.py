@@ -304,6 +304,41 @@ def test_signals_during_the_final_save_are_logged_and_ignored_until_it_is_writte
                           'ignored until it is saved.') == 2
 
 
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                    reason='signal handlers are installed from the main thread only')
+@pytest.mark.parametrize('save_secs, warned', [(5.0, False), (40.0, True)])
+def test_a_final_save_past_the_grace_period_is_named(save_secs, warned, caplog):
+    """The launcher's SIGKILL comes --preemption_grace_secs after its SIGTERM: a stop
+    whose save ends later says so (the save itself is never cut short)."""
+    clock = FakeClock()
+
+    class SlowSave:
+        def __call__(self, previous_step, step, result):
+            pass
+
+        def finish(self, step, result):
+            clock.now += save_secs
+
+    def during_call(index):
+        if index == 1:
+            signal.raise_signal(signal.SIGTERM)
+
+    loop = FakeInnerLoop(clock, sec_per_step=1 / 1024, during_call=during_call)
+    pace = controller.Pace(100, 100, 1000)
+    old = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with caplog.at_level(logging.WARNING, logger='absl'):
+            controller.Controller(
+                train_n_steps=loop, current_step=lambda: loop.step, pace=pace,
+                agree=lambda plan: plan, actions=[SlowSave()], clock=clock,
+                grace_secs=30.0).run(0)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    past = [r.getMessage() for r in caplog.records if 'past --preemption_grace_secs=30'
+            in r.getMessage()]
+    assert len(past) == (1 if warned else 0), past
+
+
 def test_a_stop_agreed_with_the_other_workers_stops_before_the_call():
     events = []
     saver = FakeSaver()
