@@ -39,6 +39,14 @@ def training(define):
     define.integer('steps_per_loop', TrainConfig.steps_per_loop, 'Training steps per call '
                    'of the compiled loop, at most (calls also end at log lines and after '
                    '~2 s, so a stop signal is honoured quickly).')
+    define.integer('divergence_retries', TrainConfig.divergence_retries, 'On a diverged '
+                   'loss (non-finite or above --loss_upper_bound), roll back to the last '
+                   'checkpoint and read on past the batches since, up to this many times in '
+                   'a row (the count restarts once a checkpoint is saved past the step that '
+                   'diverged); then stop. 0: stop at the first diverged loss. Not under '
+                   'parameter servers (there 0).')
+    define.float('loss_upper_bound', TrainConfig.loss_upper_bound, 'A loss above this '
+                 'counts as diverged, as a NaN or infinite one does.')
 
 
 def optimizer(define):

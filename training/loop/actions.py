@@ -30,22 +30,41 @@ class WarnSkippedExamples:
             self.logged = skipped
 
 
-class CheckDivergence:
-    """Stops without saving the diverged weights, naming the checkpoint to go back to."""
+def diverged(loss: float, upper_bound: float = math.inf) -> bool:
+    """A non-finite loss, or one above --loss_upper_bound."""
+    return not math.isfinite(loss) or loss > upper_bound
 
-    def __init__(self, manager: tf.train.CheckpointManager):
+
+def divergence_error(loss: Optional[float], step: int, last_good: Optional[str], *,
+                     upper_bound: float = math.inf, after: str = '') -> TrainingDiverged:
+    """The one line a diverged run stops with: the loss (None: another worker's), the
+    step, the checkpoint to go back to; `after` says what was tried before."""
+    if loss is None:
+        became = 'non-finite or too large on another worker'
+    elif math.isfinite(loss):
+        became = f'{loss:g} (above --loss_upper_bound={upper_bound:g})'
+    else:
+        became = f'{loss}'
+    restart = (f'the last good checkpoint is {last_good}' if last_good else
+               'no checkpoint was saved before it')
+    return TrainingDiverged(
+        f'Loss became {became} by step {step}{after}; {restart}; lower --learning_rate '
+        '(or check the input data) and train again.')
+
+
+class CheckDivergence:
+    """Stops without saving the diverged weights, naming the checkpoint to go back to
+    (--divergence_retries=0; training.loop.rollback rolls back otherwise)."""
+
+    def __init__(self, manager: tf.train.CheckpointManager, upper_bound: float = math.inf):
         self.manager = manager
+        self.upper_bound = upper_bound
 
     def __call__(self, previous, step, result):
         loss = result.metrics['total_loss']
-        if math.isfinite(loss):
-            return
-        last_good = self.manager.latest_checkpoint
-        restart = (f'the last good checkpoint is {last_good}' if last_good else
-                   'no checkpoint was saved before it')
-        raise TrainingDiverged(
-            f'Loss became {loss} by step {step}; {restart}; lower --learning_rate (or '
-            f'check the input data) and train again.')
+        if diverged(loss, self.upper_bound):
+            raise divergence_error(loss, step, self.manager.latest_checkpoint,
+                                   upper_bound=self.upper_bound)
 
 
 class LogLine:

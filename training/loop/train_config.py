@@ -41,6 +41,12 @@ class TrainConfig:
     gradient_accumulation_steps: int = 1
     # A frozen teacher's soft targets beside the labels (training.recipes.distillation); off.
     distillation: DistillationConfig = DistillationConfig()
+    # Rollbacks to the last good checkpoint on a diverged loss before training stops
+    # (training.loop.rollback); 0: stop at the first diverged loss.
+    divergence_retries: int = 3
+    # A loss above this counts as diverged, as a non-finite one does (Model Garden's
+    # loss_upper_bound default).
+    loss_upper_bound: float = 1e6
 
     def __post_init__(self):
         if self.batch_size < 1:
@@ -62,6 +68,10 @@ class TrainConfig:
             raise UsageError('--moving_average_decay must be in (0, 1), e.g. 0.9999.')
         checks.check_at_least(0, save_interval_secs=self.save_interval_secs,
                               save_summaries_secs=self.save_summaries_secs)
+        checks.check_at_least(0, divergence_retries=self.divergence_retries)
+        if not self.loss_upper_bound > 0:
+            raise UsageError(f'--loss_upper_bound={self.loss_upper_bound} is out of range; '
+                             'pass a positive bound, e.g. 1e6.')
         checks.check_at_least(1, max_checkpoints_to_keep=self.max_checkpoints_to_keep,
                               gradient_accumulation_steps=self.gradient_accumulation_steps)
         if self.jit_compile and self.mixing.enabled:

@@ -77,6 +77,16 @@ def test_a_diverged_loss_raises_naming_the_checkpoint_to_go_back_to(loss, latest
     assert str(error.value) == expected
 
 
+def test_a_loss_above_the_bound_raises_naming_the_bound():
+    check = actions_lib.CheckDivergence(types.SimpleNamespace(latest_checkpoint=None),
+                                        upper_bound=1e6)
+    check(0, 2, _result(loss=1e6))  # at the bound: not above it
+    with pytest.raises(TrainingDiverged) as error:
+        check(2, 3, _result(loss=2.5e6))
+    assert str(error.value).startswith(
+        'Loss became 2.5e+06 (above --loss_upper_bound=1e+06) by step 3; no checkpoint')
+
+
 # --- LogLine -------------------------------------------------------------------------
 
 def test_log_line_text_speed_and_eta(caplog):

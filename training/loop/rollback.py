@@ -1,0 +1,145 @@
+"""--divergence_retries: a call of the inner loop whose loss diverged (non-finite, or
+above --loss_upper_bound) is rolled back to the last good checkpoint and run again on
+the batches that follow, instead of stopping training.
+
+What a rollback restores: every checkpointed object but the input position (weights,
+optimizer slots, global step, moving averages, loss scale, dropout's generator), so the
+input reads on past the batches that diverged. The rolled-back call never reaches the
+controller's actions: no log line, summary or checkpoint of diverged weights.
+
+"In a row": rollbacks with no checkpoint saved past the latest step that diverged in
+between; a later save restarts the count. After --divergence_retries of them, or with
+no checkpoint to go back to, training stops with the one line of a diverged run.
+
+Modes: one device and clones restore in this process. Multi-worker all-reduce: the
+workers agree after each call whether any of them diverged (one small all-reduce), so
+all roll back at the same call to the same checkpoint of their shared --train_dir.
+Parameter servers (async and sync replicas): not offered, --divergence_retries acts as 0
+(a logged line): the ps's sync-replicas accumulators and tokens would not follow the
+restored step, and the async mode has not been tested here.
+"""
+import os
+from typing import Callable, Optional
+
+import tensorflow as tf
+from absl import logging
+
+from core.errors import TrainingDiverged, tensorflow_reason
+from deployment import aggregation, runners
+from training.checkpoints import integrity
+from training.loop import actions as actions_lib
+
+
+class DivergenceRollback:
+    """`train_n_steps(n)` (the inner loop's) with diverged calls rolled back and run
+    again, up to `retries` rollbacks in a row.
+
+    last_good() names the checkpoint to roll back to (None: none saved); restore(path)
+    restores it without the input position; current_step() reads the global step;
+    any_worker(diverged) is True on every worker when any of them diverged.
+    """
+
+    def __init__(self, train_n_steps: Callable, *, retries: int, upper_bound: float,
+                 last_good: Callable[[], Optional[str]], restore: Callable[[str], None],
+                 current_step: Callable[[], int],
+                 any_worker: Callable[[bool], bool] = lambda diverged: diverged):
+        self.train_n_steps = train_n_steps
+        self.retries = retries
+        self.upper_bound = upper_bound
+        self.last_good = last_good
+        self.restore = restore
+        self.current_step = current_step
+        self.any_worker = any_worker
+        self.in_a_row = 0
+        self.latest_diverged = None  # the highest step that diverged in this row
+        self.rollbacks = 0  # over the run, for the record
+
+    def __call__(self, num_steps: int):
+        while True:
+            result = self.train_n_steps(num_steps)
+            loss = result.metrics['total_loss']
+            here = actions_lib.diverged(loss, self.upper_bound)
+            if not self.any_worker(here):
+                return result
+            # The same call length again, from the restored step: on every worker alike.
+            self._roll_back(loss if here else None, self.current_step())
+
+    def _roll_back(self, loss: Optional[float], step: int):
+        last_good = self.last_good()
+        good_step = integrity.step_of(last_good) if last_good else None
+        if self.in_a_row and good_step is not None and good_step > self.latest_diverged:
+            self.in_a_row = 0  # saved past every divergence of the row: a new row
+        self.latest_diverged = step if not self.in_a_row else max(self.latest_diverged, step)
+        if last_good is None or self.in_a_row >= self.retries:
+            after = (f' after {self.in_a_row} rollback(s) in a row (--divergence_retries='
+                     f'{self.retries})' if self.in_a_row else '')
+            raise actions_lib.divergence_error(loss, step, last_good,
+                                               upper_bound=self.upper_bound, after=after)
+        self.restore(last_good)
+        self.in_a_row += 1
+        self.rollbacks += 1
+        became = 'non-finite or too large on another worker' if loss is None else f'{loss:g}'
+        logging.warning('Loss became %s at step %d: rolled back to %s (rollback %d of %d); '
+                        'reading on past the batches since.', became, step,
+                        os.path.basename(last_good), self.in_a_row, self.retries)
+
+
+def restorer(checkpoint: tf.train.Checkpoint) -> Callable[[str], None]:
+    """restore(path) into `checkpoint` (the Trainer's objects without the input
+    position); a checkpoint that cannot be read stops training in one line."""
+    def restore(path: str):
+        try:
+            checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
+        except (AssertionError, ValueError, tf.errors.OpError) as error:
+            raise TrainingDiverged(
+                f'The loss diverged and rolling back to {path} failed '
+                f'({tensorflow_reason(error)}); lower --learning_rate (or check the input '
+                'data) and train again from the last good checkpoint.') from None
+    return restore
+
+
+def for_plan(plan, config, train_n_steps: Callable, checkpoint: tf.train.Checkpoint,
+             current_step: Callable[[], int]) -> Optional[DivergenceRollback]:
+    """The Trainer's inner loop with rollbacks, or None where there are none (the
+    controller's divergence check stops at once): --divergence_retries=0, or parameter
+    servers, where it acts as 0 (logged once)."""
+    if not config.divergence_retries:
+        return None
+    if aggregation.is_parameter_server(plan.strategy):
+        logging.info('--divergence_retries=%d acts as 0 under parameter servers (a restored '
+                     'step would not reset what the ps tasks hold for sync replicas, and the '
+                     'asynchronous mode is not tested with rollbacks): a diverged loss stops '
+                     'training.', config.divergence_retries)
+        return None
+    train_dir = config.train_dir
+    return DivergenceRollback(
+        train_n_steps, retries=config.divergence_retries,
+        upper_bound=config.loss_upper_bound,
+        # Read afresh: on a worker other than the chief the state file is the chief's.
+        last_good=lambda: tf.train.latest_checkpoint(train_dir),
+        restore=restorer(checkpoint), current_step=current_step,
+        any_worker=(any_worker_of(plan.strategy) if plan.agreement is not None
+                    else lambda diverged: diverged))
+
+
+def any_worker_of(strategy: tf.distribute.Strategy) -> Callable[[bool], bool]:
+    """any_worker(diverged) for multi-worker all-reduce: one small all-reduce, which
+    every worker runs after every call (so the collectives pair); a worker that stops
+    answering ends training in one line, as in the step."""
+    def replica_max(value):
+        # A copy made on the replica's device: the all-reduce places by it.
+        return tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.MAX, tf.identity(value))
+
+    @tf.function(autograph=False)
+    def any_of(value):
+        return strategy.experimental_local_results(
+            strategy.run(replica_max, args=(value,)))[0]
+
+    cluster = strategy.cluster_resolver.cluster_spec().as_dict()
+
+    def any_worker(diverged: bool) -> bool:
+        with runners.task_failures_named(cluster, runners.RESTART_ALL_WORKERS):
+            return bool(any_of(tf.constant(float(diverged))).numpy() > 0)
+
+    return any_worker
