@@ -16,6 +16,7 @@ from training.checkpoints import resume
 from training.loop import controller
 from training.recipes import gradient_accumulation, optimizers
 from training.loop import actions as actions_lib
+from training.loop import rollback as rollback_lib
 from training.summaries import train_summaries
 from training.loop.model_step import ModelStep, select_trainable  # noqa: F401  (public)
 from training.loop.train_config import TrainConfig  # noqa: F401  (public)
@@ -59,8 +60,10 @@ class Trainer:
             strategy=self.strategy, network=network, optimizer=optimizer,
             learning_rate_fn=learning_rate_fn, image_shape=image_shape, config=config,
             with_random_generator=self.plan.steps_share_one_generator)
-        self.checkpoint = tf.train.Checkpoint(**{restore_lib.MODEL_KEY: network},
-                                              **self.model_step.checkpointed())
+        state = {restore_lib.MODEL_KEY: network, **self.model_step.checkpointed()}
+        self.checkpoint = tf.train.Checkpoint(**state)
+        # What a divergence rollback restores: all but the input position (joined later).
+        self.rollback_checkpoint = tf.train.Checkpoint(**state)
         self._manage_checkpoints()
         # Built when training starts, after the restore, and kept for the Trainer's life:
         # a later train() continues the same stream, and destroying a distributed
@@ -159,8 +162,12 @@ class Trainer:
             return {}
         self._attach_input()
         pace = controller.Pace(config.steps_per_loop, config.log_every_n_steps, max_steps)
+        current_step = lambda: int(self.global_step.numpy())  # noqa: E731
+        rollback = rollback_lib.for_plan(self.plan, config, self.steps.train_n_steps,
+                                         self.rollback_checkpoint, current_step)
         actions = [actions_lib.WarnSkippedExamples(),
-                   actions_lib.CheckDivergence(self.manager),
+                   *([] if rollback else [actions_lib.CheckDivergence(
+                       self.manager, config.loss_upper_bound)]),
                    actions_lib.LogLine(pace, self.plan.examples_per_update(
                        config.batch_size) * config.gradient_accumulation_steps)]
         trace = None
@@ -177,8 +184,8 @@ class Trainer:
                                                  config.train_dir, self.plan.task_addresses)
                 self.traced_steps = trace.traced_steps
         loop = controller.Controller(
-            train_n_steps=self.steps.train_n_steps,
-            current_step=lambda: int(self.global_step.numpy()), pace=pace,
+            train_n_steps=rollback or self.steps.train_n_steps,
+            current_step=current_step, pace=pace,
             agree=self.plan.agree, actions=actions, trace=trace,
             grace_secs=self.plan.config.preemption_grace_secs)
         _, result = loop.run(step)
