@@ -23,11 +23,13 @@ def shapes_data(tmp_path_factory):
 
 def _tasks(mode):
     """[(name, flags)] of every task, the chief first."""
-    if mode == 'parameter_servers':  # 1 ps + 2 workers; worker 0 is the chief
+    if mode in ('parameter_servers', 'sync_replicas'):  # 1 ps + 2 workers; worker 0 chief
         ps, *workers = free_ports(3)
         hosts = [f'--ps_hosts=127.0.0.1:{ps}',
                  f'--worker_hosts={",".join(f"127.0.0.1:{p}" for p in workers)}']
-        return [('chief', [*hosts, '--job_name=worker', '--task=0']),
+        sync = (['--sync_replicas', '--replicas_to_aggregate=2'] if mode == 'sync_replicas'
+                else [])
+        return [('chief', [*hosts, '--job_name=worker', '--task=0', *sync]),
                 ('worker1', [*hosts, '--job_name=worker', '--task=1']),
                 ('ps0', [*hosts, '--job_name=ps', '--task=0'])]
     ports = free_ports(2)  # multi-worker all-reduce
@@ -42,7 +44,7 @@ def _start(group, tasks, training, suffix=''):
 
 
 @pytest.mark.slow  # ~1 min each: two cluster starts on 2 cores
-@pytest.mark.parametrize('mode', ['parameter_servers', 'all_reduce'])
+@pytest.mark.parametrize('mode', ['parameter_servers', 'sync_replicas', 'all_reduce'])
 def test_sigterm_twice_to_every_task_saves_the_step_reached_and_all_exit_0(
         tmp_path, shapes_data, mode):
     train_dir = tmp_path / 'train'
