@@ -50,7 +50,10 @@ the lock and sent that task its own slot index (TensorFlow orders nothing more h
 Memory: N copies of the trainable variables on the ps tasks (TF1's accumulators held
 one running sum): the price of never counting half a gradient. Not checkpointed: a
 resumed run starts a fresh round, since gradients staged before a restore belong to
-weights the restore replaces.
+weights the restore replaces. Checkpointed (`counters()`, saved and restored with
+global_step): `updates_applied` and `gradients_applied`, the latter moved by the live
+commit count of each update, so gradients_applied == N * updates_applied over the run
+(a ps task that dies loses them with the weights; the restart restores both).
 """
 from typing import Callable, Optional, Sequence
 
@@ -95,6 +98,10 @@ class SyncReplicas:
                                             name='sync_replicas_slot_workers')
             self.dropped = tf.Variable(0, dtype=tf.int64, trainable=False,
                                        name='sync_replicas_stale_gradients_dropped')
+            self.updates_applied = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                               name='sync_replicas_updates_applied')
+            self.gradients_applied = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                                 name='sync_replicas_gradients_applied')
         self._home = global_step.device
         with tf.device(self._home):
             self._lock = tf.CriticalSection(name='sync_replicas')
@@ -102,6 +109,11 @@ class SyncReplicas:
                 tf.queue.FIFOQueue(_QUEUE_CAPACITY, [tf.int64], shapes=[[]],
                                    name=f'sync_replicas_releases_{worker}')
                 for worker in range(num_workers)]
+
+    def counters(self) -> dict:
+        """The counters a checkpoint holds, by their keys."""
+        return {'updates_applied': self.updates_applied,
+                'gradients_applied': self.gradients_applied}
 
     def offer(self, worker, version, target, gradients: Sequence[tf.Tensor],
               apply_mean: Callable[[Sequence[tf.Tensor], tf.Tensor], None]) -> tf.Tensor:
@@ -146,7 +158,7 @@ class SyncReplicas:
             dropped = self.dropped.assign_add(tf.cast(~current_version | duplicate,
                                                       tf.int64))
             full = taken & (committed >= needed)
-            applied = tf.cond(full, lambda: self._apply(apply_mean, current),
+            applied = tf.cond(full, lambda: self._apply(apply_mean, current, committed),
                               self._not_applied)
             outcome = tf.where(~current_version, 'stale', tf.where(
                 ~open_round, 'done', tf.where(duplicate, 'duplicate',
@@ -177,8 +189,9 @@ class SyncReplicas:
         with tf.control_dependencies([fault]):
             return first + [write(slot, gradient) for slot, gradient in pairs[half:]]
 
-    def _apply(self, apply_mean, version):
-        """The Nth commit's work: the update, then the version, then the releases."""
+    def _apply(self, apply_mean, version, committed):
+        """The Nth commit's work: the update, then the version and the counters (the
+        gradients the live `committed` count says were combined), then the releases."""
         needed = self.replicas_to_aggregate
         means = []
         for slot in self.slots:
@@ -191,6 +204,8 @@ class SyncReplicas:
         with tf.control_dependencies(landed), tf.device(self._home):
             moved = self.global_step.assign_add(1)
         with tf.control_dependencies([moved]), tf.device(self._home):
+            counted = [self.updates_applied.assign_add(1),
+                       self.gradients_applied.assign_add(committed)]
             emptied = self.count.assign(0)
             # Slots 0..N-2 are the waiting workers' (slot N-1 is this offer's).
             waiting = self.slot_workers.read_value()[:needed - 1]
@@ -199,7 +214,8 @@ class SyncReplicas:
                     [tf.math.count_nonzero(tf.equal(waiting, worker), dtype=tf.int32)],
                     version)])
                 for worker, queue in enumerate(self.release_queues)]
-        with tf.control_dependencies([emptied, *releases]), tf.device(self._home):
+        with tf.control_dependencies([emptied, *releases, *counted]), \
+                tf.device(self._home):
             return tf.constant(True)
 
     def _not_applied(self):

@@ -40,6 +40,10 @@ class SyncReplicaSteps:
                            for capture in (False, True)}
         self._dropped_logged = 0
 
+    def checkpointed(self) -> dict:
+        """State of these steps that checkpoints hold, by key: the update counters."""
+        return {'sync_replicas': self.sync_replicas.counters()}
+
     def _contribution(self, images, labels, version, capture):
         # Weights are read after the version they belong to (see deployment.sync_replicas).
         with tf.control_dependencies([version]):

@@ -119,6 +119,19 @@ def test_an_offer_that_fails_half_written_never_reaches_an_update():
     np.testing.assert_allclose(setup.weights[1].numpy(), [[3.0 - 4.0]])
 
 
+def test_the_checkpointed_counters_count_updates_and_the_gradients_they_combined():
+    """SyncReplicas.counters(): an update counts once and adds its N gradients; a
+    duplicate, a stale gradient or a 'done' offer adds nothing."""
+    setup = _Setup(needed=2, target=1)
+    assert setup.offer(0, 0, _gradients(1.0, 1.0)) == 'waiting'
+    assert setup.offer(0, 0, _gradients(1.0, 1.0)) == 'duplicate'
+    assert setup.offer(1, 0, _gradients(1.0, 1.0)) == 'applied'
+    assert setup.offer(2, 0, _gradients(1.0, 1.0)) == 'stale'
+    assert setup.offer(2, 1, _gradients(1.0, 1.0)) == 'done'
+    counters = {key: int(value.numpy()) for key, value in setup.sync.counters().items()}
+    assert counters == {'updates_applied': 1, 'gradients_applied': 2}
+
+
 def _wait_in_thread(setup, worker, version):
     """Starts worker's wait for the release of `version`; returns (thread, result)."""
     result = []
