@@ -9,19 +9,29 @@ all training workers each example is read once per epoch. Server side
 (`serve_dispatcher`, `serve_worker`): the two kinds of task, each running until SIGTERM
 or SIGINT.
 
+The dispatcher journals its state (datasets, jobs, the files handed out) in its work
+directory before it answers (TensorFlow's fault-tolerant mode): killed and restarted on
+the same port and directory, it resumes the jobs, the data workers register again and
+the training workers go on reading, each example still once per epoch (measured).
+
 Every wait is bounded: TensorFlow's client and WorkerServer retry an unreachable
 dispatcher for an hour (the WorkerServer holding the GIL meanwhile, measured), so the
-dispatcher is first probed with a TCP connect, then with a registration on a thread.
+dispatcher is first probed with a TCP connect, then with a registration on a thread;
+while it runs, a watchdog asks the dispatcher for its data workers every second and
+ends the process in one line once it has not answered, or had no data worker, for
+wait_secs.
 """
 import dataclasses
 import hashlib
+import os
 import re
 import signal
 import socket
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
+import grpc  # TensorFlow's own dependency
 import tensorflow as tf
 from absl import logging
 
@@ -35,6 +45,12 @@ _JOB_NAME = 'train'
 # An empty dataset registered to check that a dispatcher answers (see serve_worker).
 _PROBE_DATASET_ID = 'dispatcher-probe'
 _POLL_SECS = 0.5
+# The journal's directory under the dispatcher's work_dir (TensorFlow's name).
+_JOURNAL = 'tf_data_dispatcher_journal'
+# The dispatcher's RPC listing its data workers (tensorflow/core/data/service/
+# dispatcher.proto): an empty request; the reply repeats field 1, one per worker.
+_GET_WORKERS = '/tensorflow.data.DispatcherService/GetWorkers'
+_WATCH_SECS = 1.0
 
 
 def parse_address(address: str, flag: str = '--data_service_address') -> tuple:
@@ -102,6 +118,114 @@ def wait_for_dispatcher(address: str, wait_secs: float, who: str):
         time.sleep(_POLL_SECS)
 
 
+def _count_field_one(message: bytes) -> int:
+    """How many times a protobuf message holds field 1 (length-delimited) at its top
+    level; other fields are skipped."""
+    count, position = 0, 0
+
+    def varint():
+        nonlocal position
+        value, shift = 0, 0
+        while True:
+            byte = message[position]
+            position += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return value
+
+    while position < len(message):
+        key = varint()
+        field, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            varint()
+        elif wire_type == 2:
+            length = varint()
+            position += length
+            count += field == 1
+        else:  # fixed 64 or 32 bits
+            position += 8 if wire_type == 1 else 4
+    return count
+
+
+class DispatcherProbe:
+    """Asks a dispatcher how many data workers it has, over a gRPC channel kept open."""
+
+    def __init__(self, address: str):
+        self._channel = grpc.insecure_channel(address.split('://', 1)[-1])
+        self._get_workers = self._channel.unary_unary(
+            _GET_WORKERS, request_serializer=bytes, response_deserializer=bytes)
+
+    def data_workers(self, timeout: float) -> Optional[int]:
+        """The dispatcher's registered data workers; None if it did not answer."""
+        try:
+            return _count_field_one(self._get_workers(b'', timeout=timeout))
+        except (grpc.RpcError, IndexError):
+            return None
+
+    def close(self):
+        self._channel.close()
+
+
+def set_fault_handler(handler: Callable[[str], None]):
+    """What a training worker's watchdog calls with its line (default:
+    report_fault_and_exit)."""
+    global _fault_handler  # pylint: disable=global-statement
+    _fault_handler = handler
+
+
+def report_fault_and_exit(line: str):
+    """The watchdog's end of a training worker, whose main thread may be blocked inside
+    TensorFlow waiting for input: the line, then exit status 1. Scripts replace it with
+    their guard's (see cli.data_service_job), which also releases the train_dir lock."""
+    import sys  # pylint: disable=import-outside-toplevel
+    sys.stderr.write(f'ERROR: {line}\n')
+    sys.stderr.flush()
+    os._exit(1)  # pylint: disable=protected-access
+
+
+_fault_handler = report_fault_and_exit
+
+
+def watch(address: str, wait_secs: float, on_fault: Callable[[str], None],
+          need_data_workers: bool = True) -> threading.Event:
+    """Starts a daemon thread calling on_fault(one line) once the dispatcher has not
+    answered for wait_secs, or (need_data_workers) has had no data worker for wait_secs;
+    returns an event that stops it."""
+    stop = threading.Event()
+
+    def run():
+        probe = DispatcherProbe(address)
+        last_answer = last_with_workers = time.monotonic()
+        ever_had_workers = False
+        while not stop.wait(_WATCH_SECS):
+            workers = probe.data_workers(timeout=min(5.0, wait_secs))
+            now = time.monotonic()
+            if workers is not None:
+                last_answer = now
+                if workers or not need_data_workers:
+                    last_with_workers, ever_had_workers = now, True
+            if now - last_answer > wait_secs:
+                line = (f'The tf.data dispatcher at {address} has not answered for '
+                        f'{wait_secs:g} s (--wait_for_data_service_secs); restart it on the '
+                        'same port with the same --data_service_work_dir (its jobs resume), '
+                        'then this task.')
+            elif now - last_with_workers > wait_secs:
+                line = (f'No data worker {"has served" if ever_had_workers else "joined"} '
+                        f'the tf.data service at {address} for {wait_secs:g} s '
+                        '(--wait_for_data_service_secs); start one: '
+                        'train_image_classifier.py --job_name=data_worker '
+                        f'--data_service_address={address} --data_worker_address=HOST:PORT.')
+            else:
+                continue
+            probe.close()
+            on_fault(line)
+            return
+
+    threading.Thread(target=run, daemon=True, name='data-service-watchdog').start()
+    return stop
+
+
 def _bounded(call, address: str, wait_secs: float):
     """call() on a thread (TensorFlow's RPCs release the GIL), at most wait_secs."""
     outcome = {}
@@ -127,7 +251,8 @@ def _bounded(call, address: str, wait_secs: float):
 
 def register(dataset: tf.data.Dataset, service: ServiceConfig, dataset_id: str) -> str:
     """Registers dataset under dataset_id (kept if already there: the first training
-    worker's registration serves them all); returns the id."""
+    worker's registration serves them all); returns the id. Then watches the service
+    for the rest of the process (see watch)."""
     wait_for_dispatcher(service.address, service.wait_secs, 'the training input')
 
     def call():
@@ -135,7 +260,7 @@ def register(dataset: tf.data.Dataset, service: ServiceConfig, dataset_id: str) 
                                             dataset_id=dataset_id).numpy().decode()
 
     try:
-        return _bounded(call, service.address, service.wait_secs)
+        registered = _bounded(call, service.address, service.wait_secs)
     except tf.errors.InvalidArgumentError as error:
         if 'same structure' not in str(error):
             raise
@@ -147,6 +272,10 @@ def register(dataset: tf.data.Dataset, service: ServiceConfig, dataset_id: str) 
         raise UsageError(f'Registering the input with the tf.data service at '
                          f'{service.address} failed ({tensorflow_reason(error)}); check the '
                          'dispatcher\'s log.') from None
+    # Reading blocks inside TensorFlow while the dispatcher is away (for an hour) or no
+    # data worker serves (for ever): the watchdog bounds both.
+    watch(service.address, service.wait_secs, lambda line: _fault_handler(line))
+    return registered
 
 
 def read(service: ServiceConfig, dataset_id: str,
@@ -184,15 +313,31 @@ def _serve_until_stopped(server, what: str, stop: Optional[threading.Event] = No
     del server  # referenced until here
 
 
-def serve_dispatcher(address: str, stop: Optional[threading.Event] = None):
-    """Runs a tf.data dispatcher on address's port until SIGTERM or SIGINT."""
+def serve_dispatcher(address: str, work_dir: Optional[str],
+                     stop: Optional[threading.Event] = None):
+    """Runs a tf.data dispatcher on address's port until SIGTERM or SIGINT, journaling
+    its state in work_dir: started again on the same port and work_dir (after a crash,
+    a kill -9, a rescheduled pod) it resumes where it was."""
     host, port = parse_address(address)
+    if not work_dir:
+        raise UsageError('--job_name=data_dispatcher needs --data_service_work_dir=DIR, '
+                         'a directory of its own where it journals its jobs, so that a '
+                         'restarted dispatcher resumes them (e.g. '
+                         '--data_service_work_dir=/shared/run1/tf_data_dispatcher).')
     _check_port_free(port, 'tf.data dispatcher', '--data_service_address')
-    server = service_lib.DispatchServer(service_lib.DispatcherConfig(port=port))
+    resuming = tf.io.gfile.exists(os.path.join(work_dir, _JOURNAL))
+    try:
+        tf.io.gfile.makedirs(work_dir)
+        server = service_lib.DispatchServer(service_lib.DispatcherConfig(
+            port=port, work_dir=work_dir, fault_tolerant_mode=True))
+    except tf.errors.OpError as error:
+        raise UsageError(f'The tf.data dispatcher cannot start with --data_service_work_dir='
+                         f'{work_dir} ({tensorflow_reason(error)}); give it a writable '
+                         'directory of its own (an empty one starts afresh).') from None
     what = f'tf.data dispatcher at grpc://{host}:{port}'
-    logging.info('Serving the %s; training and data workers pass '
+    logging.info('Serving the %s, %s its journal in %s; training and data workers pass '
                  '--data_service_address=grpc://%s:%d. Stop it with SIGTERM or Ctrl-C.',
-                 what, host, port)
+                 what, 'resuming from' if resuming else 'starting', work_dir, host, port)
     _serve_until_stopped(server, what, stop)
 
 
@@ -220,4 +365,11 @@ def serve_worker(dispatcher_address: str, worker_address: Optional[str],
     what = f'data worker at {host}:{port}'
     logging.info('Serving as the %s of the tf.data dispatcher at %s. Stop it with SIGTERM '
                  'or Ctrl-C.', what, dispatcher)
+    stop, faults = stop or threading.Event(), []
+    # A dispatcher restarted within wait_secs finds this worker again; one gone longer
+    # ends it in one line (TensorFlow would retry for an hour).
+    watch(dispatcher, wait_secs, lambda line: (faults.append(line), stop.set()),
+          need_data_workers=False)
     _serve_until_stopped(server, what, stop)
+    if faults:
+        raise UsageError(faults[0])

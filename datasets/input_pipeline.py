@@ -214,7 +214,9 @@ class _Pipeline:
         shard_records = len(files) < num_pipelines
         if num_pipelines > 1 and not shard_records:
             dataset = dataset.shard(num_pipelines, pipeline_id)
-        if config.is_training and not config.cache:
+        # On the service, one pass of the files in order: the dispatcher hands them out
+        # and the consumers repeat (a shuffle or repeat here defeats its sharding, measured).
+        if config.is_training and not config.cache and not config.data_service:
             dataset = dataset.shuffle(len(files), seed=config.seed).repeat(config.num_epochs)
         readers = _parallelism(config.num_readers)
         dataset = dataset.interleave(
@@ -324,6 +326,8 @@ def _service_input_fn(pipeline: _Pipeline):
 
     def service_input_fn(input_context: Optional[tf.distribute.InputContext] = None):
         del input_context
-        return data_service_lib.read(service, dataset_id, element_spec).prefetch(AUTOTUNE)
+        # Each pass a new iteration of the job: every example once per epoch.
+        return data_service_lib.read(service, dataset_id, element_spec).repeat(
+            config.num_epochs).prefetch(AUTOTUNE)
 
     return service_input_fn

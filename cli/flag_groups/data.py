@@ -62,9 +62,15 @@ def data_service(define):
     define.string('data_worker_address', None, 'With --job_name=data_worker: host:port '
                   'this data worker serves on, the host being the name training workers '
                   'reach it at.')
+    define.string('data_service_work_dir', None, 'With --job_name=data_dispatcher '
+                  '(required): a directory of the dispatcher\'s own (local, shared or '
+                  'gs://) where it journals its datasets and jobs before answering; '
+                  'restarted on the same port and directory, it resumes them and training '
+                  'goes on.')
     define.float('wait_for_data_service_secs', DataConfig.wait_for_data_service_secs, 'How '
-                 'long training workers and data workers wait at start for the dispatcher '
-                 'to answer, then stop with an error.')
+                 'long training workers and data workers wait for the dispatcher to answer '
+                 '(at start, or while it is restarted), and training workers for a data '
+                 'worker to serve, then stop with an error.')
 
 
 def conversion(define):

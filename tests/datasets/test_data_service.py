@@ -2,6 +2,10 @@
 workers started as users start them (train_image_classifier.py --job_name=data_...),
 consumers through the real input_fn, and training through the script.
 
+Faults: a dispatcher killed (-9) and restarted on its port and journal mid-run, a data
+worker killed and restarted, and the bounded waits (no data worker, dispatcher gone),
+each ending in one line.
+
 Every wait is bounded, and every child is killed when a test ends, whatever happened.
 """
 import collections
@@ -15,7 +19,7 @@ import numpy as np
 import pytest
 
 from helpers import testing_utils
-from helpers.cluster_processes import ROOT, TRAIN, free_ports, processes
+from helpers.cluster_processes import ROOT, TRAIN, free_ports, lines_with_error, processes
 from helpers.scripts import run_script
 
 CONSUMER = ROOT / 'tests' / 'helpers' / 'run_data_service_consumer.py'
@@ -28,7 +32,8 @@ def start_service(group, num_workers):
     ports = free_ports(1 + num_workers)
     address = f'grpc://127.0.0.1:{ports[0]}'
     group.start('dispatcher', [TRAIN, '--job_name=data_dispatcher',
-                               f'--data_service_address={address}'])
+                               f'--data_service_address={address}',
+                               f'--data_service_work_dir={group.log_dir / "dispatcher"}'])
     for index, port in enumerate(ports[1:]):
         group.start(f'data_worker{index}', [
             TRAIN, '--job_name=data_worker', f'--data_service_address={address}',
@@ -126,7 +131,7 @@ def test_an_unreachable_dispatcher_is_one_line_after_the_wait(tmp_path):
 
 
 @pytest.mark.parametrize('role', ['data_dispatcher', 'data_worker'])
-def test_a_taken_port_is_one_line(role):
+def test_a_taken_port_is_one_line(role, tmp_path):
     with socket.socket() as holder:
         holder.bind(('', 0))
         holder.listen(1)
@@ -135,7 +140,7 @@ def test_a_taken_port_is_one_line(role):
         line = _one_error_line(run_script(
             'train_image_classifier.py', f'--job_name={role}',
             f'--data_service_address={dispatcher}', f'--data_worker_address=127.0.0.1:{port}',
-            timeout=120))
+            f'--data_service_work_dir={tmp_path}', timeout=120))
     assert f'Port {port} of the ' in line and 'is already in use' in line
 
 
@@ -153,3 +158,98 @@ def test_a_listener_that_is_not_a_dispatcher_is_one_line(tmp_path):
             f'--train_dir={tmp_path / "t"}', '--max_number_of_steps=1', timeout=120))
     assert (f'Something listens at grpc://127.0.0.1:{port} but did not answer as a '
             'tf.data dispatcher within 2 s') in line
+
+
+# --- Faults ---
+
+EPOCHS = 3
+
+
+def start_dispatcher(group, address, work_dir, name='dispatcher'):
+    group.start(name, [TRAIN, '--job_name=data_dispatcher',
+                       f'--data_service_address={address}',
+                       f'--data_service_work_dir={work_dir}'])
+    group.wait_for_log(name, r'Serving the tf\.data dispatcher', 120)
+
+
+def start_data_worker(group, address, port, name):
+    group.start(name, [TRAIN, '--job_name=data_worker', f'--data_service_address={address}',
+                       f'--data_worker_address=127.0.0.1:{port}',
+                       '--wait_for_data_service_secs=60'])
+    group.wait_for_log(name, r'Serving as the data worker', 120)
+
+
+def reads(group, name):
+    """How many ids the consumer has read so far."""
+    counts = re.findall(r'^read (\d+)$', group.log(name), re.MULTILINE)
+    return int(counts[-1]) if counts else 0
+
+
+def wait_for_reads(group, name, count, timeout=180):
+    deadline = time.monotonic() + timeout
+    while reads(group, name) < count:
+        assert time.monotonic() < deadline, group.log(name)[-3000:]
+        assert group.children[name].poll() is None, group.log(name)[-3000:]
+        time.sleep(0.1)
+
+
+def id_counts(out):
+    return collections.Counter(json.loads(out.read_text())['ids'])
+
+
+@pytest.mark.slow
+def test_a_dispatcher_killed_and_restarted_mid_epoch_loses_and_repeats_nothing(
+        tmp_path, ids_data):
+    """kill -9 of the dispatcher in the 2nd of 3 epochs, restarted 3 s later on the same
+    port and work_dir: the consumer (never restarted) reads every id once per epoch."""
+    ports = free_ports(3)
+    address = f'grpc://127.0.0.1:{ports[0]}'
+    out = tmp_path / 'consumer.json'
+    with processes(tmp_path) as group:
+        start_dispatcher(group, address, tmp_path / 'journal')
+        for index, port in enumerate(ports[1:]):
+            start_data_worker(group, address, port, f'data_worker{index}')
+        started = time.monotonic()
+        group.start('consumer', [CONSUMER, ids_data, address, out, 0, 1, EPOCHS, 0.05])
+        wait_for_reads(group, 'consumer', NUM_FILES * PER_FILE * 3 // 2)
+        group.kill('dispatcher')
+        group.children['dispatcher'].wait(timeout=30)
+        at_kill = reads(group, 'consumer')
+        time.sleep(3)
+        start_dispatcher(group, address, tmp_path / 'journal', name='dispatcher_again')
+        assert 'resuming from its journal' in group.log('dispatcher_again')
+        assert group.wait('consumer', 240) == 0, group.log('consumer')[-3000:]
+        elapsed = time.monotonic() - started
+        consumer_log = group.log('consumer')
+    counts = id_counts(out)
+    assert sorted(counts) == list(range(NUM_FILES * PER_FILE))
+    assert set(counts.values()) == {EPOCHS}, {i: n for i, n in counts.items() if n != EPOCHS}
+    assert NUM_FILES * PER_FILE < at_kill < 2 * NUM_FILES * PER_FILE
+    assert not lines_with_error(consumer_log), consumer_log[-3000:]
+    print(f'dispatcher killed after {at_kill} ids; {EPOCHS} epochs read in {elapsed:.1f} s')
+
+
+@pytest.mark.slow
+def test_a_data_worker_killed_and_restarted_rejoins(tmp_path, ids_data):
+    """kill -9 of one of two data workers mid-run, restarted on its address: it serves
+    again (the dispatcher hands it files) and the consumer finishes without a restart.
+    The files the killed worker held are lost for that epoch (TensorFlow's dynamic
+    sharding visits each at most once); every id is read in the other epochs."""
+    ports = free_ports(3)
+    address = f'grpc://127.0.0.1:{ports[0]}'
+    out = tmp_path / 'consumer.json'
+    with processes(tmp_path) as group:
+        start_dispatcher(group, address, tmp_path / 'journal')
+        for index, port in enumerate(ports[1:]):
+            start_data_worker(group, address, port, f'data_worker{index}')
+        group.start('consumer', [CONSUMER, ids_data, address, out, 0, 1, EPOCHS, 0.05])
+        wait_for_reads(group, 'consumer', NUM_FILES * PER_FILE // 2)
+        group.kill('data_worker1')
+        group.children['data_worker1'].wait(timeout=30)
+        start_data_worker(group, address, ports[2], 'data_worker1_again')
+        assert group.wait('consumer', 240) == 0, group.log('consumer')[-3000:]
+        tasks = group.log('data_worker1_again')
+    counts = id_counts(out)
+    assert sorted(counts) == list(range(NUM_FILES * PER_FILE))
+    assert set(counts.values()) <= {EPOCHS - 1, EPOCHS}, counts
+    assert 'Serving as the data worker' in tasks

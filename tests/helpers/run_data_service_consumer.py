@@ -2,7 +2,10 @@
 tests/datasets/test_data_service.py: the real input_fn (training mode, one epoch) over a
 `shapes`-layout split whose labels are example ids; writes the ids it got as JSON.
 
-  python run_data_service_consumer.py DATASET_DIR grpc://host:port OUT.json INDEX COUNT
+  python run_data_service_consumer.py DATASET_DIR grpc://host:port OUT.json INDEX COUNT \
+      [EPOCHS [SECS_PER_BATCH]]
+
+It prints `read N` after each batch (N ids so far), for tests that act mid-run.
 
 It creates its iterator, says so with OUT.json.ready, and waits (bounded) for the other
 consumers' .ready files, so that all of them read the job at once.
@@ -25,11 +28,11 @@ def preprocess(image, height, width, seed=None):
     return tf.image.resize(tf.cast(image, tf.float32), [height, width])
 
 
-def main(dataset_dir, address, out, index, count):
+def main(dataset_dir, address, out, index, count, epochs=1, secs_per_batch=0.02):
     out, index, count = pathlib.Path(out), int(index), int(count)
     spec = dataset_factory.get_dataset('shapes', 'train', dataset_dir)
     config = input_pipeline.InputConfig(
-        batch_size=BATCH_SIZE, image_size=8, is_training=True, seed=0, num_epochs=1,
+        batch_size=BATCH_SIZE, image_size=8, is_training=True, seed=0, num_epochs=int(epochs),
         report_skipped=True,
         data_service=data_service.ServiceConfig(address, run_name='ids-test',
                                                 wait_secs=60))
@@ -48,7 +51,8 @@ def main(dataset_dir, address, out, index, count):
     for images, labels, _ in iterator:
         assert images.shape == (BATCH_SIZE, 8, 8, 3), images.shape
         ids += labels.numpy().tolist()
-        time.sleep(0.02)  # both consumers take part while the job lasts
+        print(f'read {len(ids)}', flush=True)
+        time.sleep(float(secs_per_batch))  # every consumer takes part while the job lasts
     out.write_text(json.dumps({'ids': ids}))
 
 
