@@ -16,7 +16,8 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from deployment import aggregation, collectives, device_input, model_deploy, runners
+from deployment import (aggregation, collectives, device_input, input_positions,
+                        model_deploy, runners)
 from deployment.agreement import CallPlan, CrossWorkerAgreement
 from deployment.model_deploy import MULTI_WORKER, PARAMETER_SERVER
 from deployment.steps import ReplicaSteps
@@ -65,8 +66,12 @@ class DeploymentPlan:
         return (batch_size * self.strategy.num_replicas_in_sync
                 * (self.replicas_to_aggregate or 1))
 
-    def inner_loop(self, model_step, input_fn: Callable, jit_compile: bool = False):
-        """The object whose `train_n_steps(n)` trains n steps in one call."""
+    def inner_loop(self, model_step, input_fn: Callable, jit_compile: bool = False,
+                   checkpointable_input: bool = False):
+        """The object whose `train_n_steps(n)` trains n steps in one call.
+        checkpointable_input: the input's position is to be checkpointed, so a worker of
+        a multi-worker all-reduce reads through its own tf.data iterator (not
+        prefetched to the device by the strategy)."""
         if jit_compile and not self.single_device:
             raise ValueError('XLA compiles the step on one device only.')
         options = self.config.prefetch.input_options  # --prefetch_to_device
@@ -84,7 +89,8 @@ class DeploymentPlan:
         return ReplicaSteps(self.strategy, model_step,
                             runners.LocalRunner(self.strategy, input_fn,
                                                 cluster=self._all_reduce_cluster(),
-                                                input_options=options),
+                                                input_options=options,
+                                                checkpointable_input=checkpointable_input),
                             aggregation.AllReduce(), jit_compile=jit_compile,
                             capture_in_every_step=self.agreement is not None,
                             factor_weights=self.factors_weight_gradients)
@@ -96,6 +102,29 @@ class DeploymentPlan:
         with runners.task_failures_named(self._all_reduce_cluster(),
                                          runners.RESTART_ALL_WORKERS):
             return self.agreement.agree(proposal)
+
+    def worker_input_positions(self, steps, *, train_dir: str,
+                               latest_checkpoint: Callable[[], Optional[str]]):
+        """Where each worker saves its own input position (multi-worker all-reduce read
+        through a checkpointable input, see inner_loop): restores this worker's for the
+        step its model was restored at and writes it at the steps of the chief's
+        checkpoints (latest_checkpoint: the chief's newest). None elsewhere: the input's
+        position joins the model checkpoint (runner.checkpointable_iterator) or is not
+        checkpointed."""
+        worker = steps.runner.worker_iterator() if self.agreement else None
+        if worker is None:
+            return None
+        iterator, context = worker
+        global_step = steps.model_step.global_step
+        positions = input_positions.WorkerInputPositions(
+            train_dir=train_dir, worker=context.input_pipeline_id,
+            num_workers=context.num_input_pipelines, iterator=iterator,
+            current_step=lambda: int(global_step.numpy()))
+        positions.restore()
+        self.agreement.saved_step = lambda: input_positions.checkpoint_step(
+            latest_checkpoint())
+        self.agreement.listeners.append(positions.after_agreement)
+        return positions
 
     def _all_reduce_cluster(self) -> Optional[dict]:
         """{job: [host:port, ...]} of a multi-worker all-reduce, else None."""
@@ -149,14 +178,20 @@ _WORKERS_INPUT = {
 }
 
 
-def _input_position(mode: str, saved_if_possible: bool, from_service: bool) -> str:
+def _input_position(mode: str, saved_if_possible: bool, from_service: bool,
+                    clustered: bool) -> str:
     """Whether checkpoints hold the input position, and why not."""
     if from_service:
         why = 'the tf.data service\'s job holds it; a resumed run rejoins the job'
     elif not saved_if_possible:
         why = '--nocheckpoint_input_position; a resumed run reads a fresh shuffle'
+    elif mode == MULTI_WORKER and clustered:
+        return ('saved with each checkpoint, each worker its own iterator\'s '
+                f'(<train_dir>/{input_positions.POSITIONS_DIR}/): a resumed cluster of '
+                'as many workers reads on from it')
     elif mode in _WORKERS_INPUT:
-        # The chief alone saves, and each worker's iterator lives in its own process.
+        # Parameter servers: each step runs on whichever worker is free, each worker's
+        # iterator lives in its own process, and the chief alone saves.
         why = ('each worker\'s iterator is its own and the chief alone saves; a resumed '
                'run reads a fresh shuffle')
     else:
@@ -209,8 +244,8 @@ def describe_plan(config: model_deploy.DeploymentConfig,
     input_source = input_source or _WORKERS_INPUT.get(mode)
     if input_source:
         lines.append(f'input:        {input_source}')
-    lines.append('input position: ' + _input_position(mode, checkpoint_input_position,
-                                                      from_service))
+    lines.append('input position: ' + _input_position(
+        mode, checkpoint_input_position, from_service, clustered=cluster is not None))
     lines += _device_lines(config)
     lines += list(extra)
     writer = 'worker 0 (the chief)' if cluster is not None else 'this process'

@@ -21,26 +21,50 @@ def to_numpy(structure):
     return tf.nest.map_structure(np.asarray, structure)
 
 
-class OneHostClonesIterator:
-    """The input of clones on one host: one tf.data iterator, each step handing one
-    element to each replica in turn (the order a distributed iterator gives).
+class HostIterator:
+    """The input of this host's replicas read through one tf.data iterator, each step
+    handing one element to each local replica in turn (the order a distributed iterator
+    gives): clones on one host, or one worker of a multi-worker all-reduce (its own
+    input pipeline, as distribute_datasets_from_function would make it).
 
-    Unlike a distributed iterator, its position can be checkpointed, so clones resume
+    Unlike a distributed iterator, its position can be checkpointed, so training resumes
     exactly. Each replica's batch is copied to its device inside the step (not
     prefetched to the device ahead of it).
     """
 
-    def __init__(self, strategy: tf.distribute.Strategy, input_fn: Callable):
+    def __init__(self, strategy: tf.distribute.Strategy, input_fn: Callable,
+                 input_context: tf.distribute.InputContext):
         self._strategy = strategy
-        replicas = strategy.num_replicas_in_sync
-        self.host_iterator = iter(input_fn(tf.distribute.InputContext(
-            num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=replicas)))
+        self.input_context = input_context
+        self._local_replicas = len(strategy.extended.worker_devices)
+        # The global number of this host's first replica.
+        self._first_replica = input_context.input_pipeline_id * self._local_replicas
+        self.host_iterator = iter(input_fn(input_context))
 
     def __next__(self):
-        elements = [next(self.host_iterator)
-                    for _ in range(self._strategy.num_replicas_in_sync)]
+        elements = [next(self.host_iterator) for _ in range(self._local_replicas)]
         return self._strategy.experimental_distribute_values_from_function(
-            lambda context: elements[context.replica_id_in_sync_group])
+            lambda context: elements[context.replica_id_in_sync_group
+                                     - self._first_replica])
+
+
+def one_host_input_context(strategy: tf.distribute.Strategy) -> tf.distribute.InputContext:
+    return tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                      num_replicas_in_sync=strategy.num_replicas_in_sync)
+
+
+def worker_input_context(strategy: tf.distribute.Strategy) -> tf.distribute.InputContext:
+    """This worker's input pipeline in a multi-worker all-reduce: the one
+    MultiWorkerMirroredStrategy's distribute_datasets_from_function gives it (workers
+    numbered with a chief job's task first)."""
+    resolver = strategy.cluster_resolver
+    spec = resolver.cluster_spec().as_dict()
+    has_chief = 'chief' in spec
+    pipelines = len(spec.get('chief', [])) + len(spec.get('worker', []))
+    worker = 0 if resolver.task_type == 'chief' else resolver.task_id + int(has_chief)
+    return tf.distribute.InputContext(num_input_pipelines=pipelines,
+                                      input_pipeline_id=worker,
+                                      num_replicas_in_sync=strategy.num_replicas_in_sync)
 
 
 def _is_one_host_clones(strategy: tf.distribute.Strategy) -> bool:
@@ -52,16 +76,23 @@ class LocalRunner:
     """Runs `num_steps` steps as one call of the step function, in this process. Given
     the cluster (multi-worker all-reduce), a worker that stops answering ends training
     in one line naming it. input_options (deployment.device_input) go to the strategy's
-    distribute_datasets_from_function; clones on one host read without it."""
+    distribute_datasets_from_function; clones on one host read without it, and so does
+    a worker of a multi-worker all-reduce whose input position is checkpointed
+    (`checkpointable_input`): each reads through a HostIterator."""
 
     def __init__(self, strategy: tf.distribute.Strategy, input_fn: Callable,
                  cluster: Optional[dict] = None,
-                 input_options: Optional[tf.distribute.InputOptions] = None):
+                 input_options: Optional[tf.distribute.InputOptions] = None,
+                 checkpointable_input: bool = False):
         if _is_one_host_clones(strategy):
-            self._iterator = OneHostClonesIterator(strategy, input_fn)
+            self._iterator = HostIterator(strategy, input_fn,
+                                          one_host_input_context(strategy))
+        elif cluster and checkpointable_input:
+            self._iterator = HostIterator(strategy, input_fn, worker_input_context(strategy))
         else:
             self._iterator = iter(strategy.distribute_datasets_from_function(
                 input_fn, options=input_options))
+        self._cluster = cluster
         self._failures_named = (
             (lambda: task_failures_named(cluster, RESTART_ALL_WORKERS)) if cluster
             else contextlib.nullcontext)
@@ -71,13 +102,22 @@ class LocalRunner:
             return steps_fn(self._iterator, tf.constant(num_steps))
 
     def checkpointable_iterator(self):
-        """The input iterator if tf.train.Checkpoint can save its position (one device,
-        or clones on one host), else None (several workers)."""
-        if isinstance(self._iterator, OneHostClonesIterator):
+        """The input iterator if the model checkpoint can hold its position (one device,
+        or clones on one host), else None (several workers: worker_iterator)."""
+        if self._cluster:
+            return None
+        if isinstance(self._iterator, HostIterator):
             return self._iterator.host_iterator
         if isinstance(self._iterator, tf.distribute.DistributedIterator):
             return None
         return self._iterator if isinstance(self._iterator, tf.data.Iterator) else None
+
+    def worker_iterator(self):
+        """(this worker's tf.data iterator, its InputContext) where each worker of a
+        cluster saves its own position (deployment.input_positions), else None."""
+        if self._cluster and isinstance(self._iterator, HostIterator):
+            return self._iterator.host_iterator, self._iterator.input_context
+        return None
 
     def fetch(self, outputs):
         with self._failures_named():

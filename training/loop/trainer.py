@@ -192,19 +192,27 @@ class Trainer:
         return result.metrics if result is not None else {}
 
     def _attach_input(self):
-        """Creates the input and the inner loop; on one host (one device or clones) the
-        input iterator joins the checkpoint, so a resumed run reads on from where the
-        checkpoint was written."""
+        """Creates the input and the inner loop, and checkpoints the input's position
+        where the plan can: on one host (one device or clones) the iterator joins the
+        checkpoint; in a multi-worker all-reduce each worker saves its own beside the
+        chief's checkpoints (deployment.input_positions). A resumed run reads on from
+        where the checkpoint was written."""
         if self.steps is not None:
             return
+        keep_position = self.config.checkpoint_input_position
         self.steps = self.plan.inner_loop(self.model_step, self.input_fn,
-                                          jit_compile=self.config.jit_compile)
-        iterator = self.steps.runner.checkpointable_iterator()
-        if not self.config.checkpoint_input_position:
+                                          jit_compile=self.config.jit_compile,
+                                          checkpointable_input=keep_position)
+        if not keep_position:
             logging.info('The input position is not checkpointed '
                          '(--nocheckpoint_input_position): a resumed run reads a fresh '
                          'shuffle of the data.')
             return
+        if self.plan.worker_input_positions(
+                self.steps, train_dir=self.config.train_dir,
+                latest_checkpoint=lambda: self.manager.latest_checkpoint) is not None:
+            return
+        iterator = self.steps.runner.checkpointable_iterator()
         if iterator is None:
             logging.info('The input position is not checkpointed under %s: a resumed run '
                          'reads a fresh shuffle of the data.', type(self.strategy).__name__)
