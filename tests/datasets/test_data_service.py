@@ -253,3 +253,57 @@ def test_a_data_worker_killed_and_restarted_rejoins(tmp_path, ids_data):
     assert sorted(counts) == list(range(NUM_FILES * PER_FILE))
     assert set(counts.values()) <= {EPOCHS - 1, EPOCHS}, counts
     assert 'Serving as the data worker' in tasks
+
+
+def test_a_dispatcher_without_a_work_dir_is_one_line():
+    line = _one_error_line(run_script(
+        'train_image_classifier.py', '--job_name=data_dispatcher',
+        '--data_service_address=grpc://127.0.0.1:5050', timeout=120))
+    assert '--job_name=data_dispatcher needs --data_service_work_dir=DIR' in line
+
+
+def test_no_data_worker_ever_joining_is_one_line_after_the_wait(tmp_path, ids_data):
+    """A dispatcher, no data worker: the consumer ends in the watchdog's line."""
+    with processes(tmp_path) as group:
+        address = f'grpc://127.0.0.1:{free_ports(1)[0]}'
+        start_dispatcher(group, address, tmp_path / 'journal')
+        start = time.monotonic()
+        group.start('consumer', [CONSUMER, ids_data, address, tmp_path / 'c.json', 0, 1, 1,
+                                 0, 3])
+        assert group.wait('consumer', 120) == 1, group.log('consumer')[-3000:]
+        elapsed = time.monotonic() - start
+        errors = lines_with_error(group.log('consumer'))
+    assert errors == [f'ERROR: No data worker joined the tf.data service at {address} for '
+                      '3 s (--wait_for_data_service_secs); start one: '
+                      'train_image_classifier.py --job_name=data_worker '
+                      f'--data_service_address={address} --data_worker_address=HOST:PORT.']
+    assert elapsed < 60
+
+
+def test_a_dispatcher_gone_for_longer_than_the_wait_is_one_line(tmp_path, ids_data):
+    """The dispatcher killed mid-run and not restarted: the consumer and the data worker
+    each end in one line after --wait_for_data_service_secs, not TensorFlow's hour."""
+    ports = free_ports(2)
+    address = f'grpc://127.0.0.1:{ports[0]}'
+    with processes(tmp_path) as group:
+        start_dispatcher(group, address, tmp_path / 'journal')
+        group.start('data_worker', [TRAIN, '--job_name=data_worker',
+                                    f'--data_service_address={address}',
+                                    f'--data_worker_address=127.0.0.1:{ports[1]}',
+                                    '--wait_for_data_service_secs=3'])
+        group.wait_for_log('data_worker', r'Serving as the data worker', 120)
+        group.start('consumer', [CONSUMER, ids_data, address, tmp_path / 'c.json', 0, 1, 1000,
+                                 0.05, 3])
+        wait_for_reads(group, 'consumer', 8)
+        group.kill('dispatcher')
+        start = time.monotonic()
+        assert group.wait('consumer', 120) == 1, group.log('consumer')[-3000:]
+        assert group.wait('data_worker', 120) == 1, group.log('data_worker')[-3000:]
+        elapsed = time.monotonic() - start
+        consumer, worker = (lines_with_error(group.log(name))
+                            for name in ('consumer', 'data_worker'))
+    gone = (f'ERROR: The tf.data dispatcher at {address} has not answered for 3 s '
+            '(--wait_for_data_service_secs); restart it on the same port with the same '
+            '--data_service_work_dir (its jobs resume), then this task.')
+    assert consumer == [gone] and worker == [gone], (consumer, worker)
+    assert elapsed < 60

@@ -3,7 +3,7 @@ tests/datasets/test_data_service.py: the real input_fn (training mode, one epoch
 `shapes`-layout split whose labels are example ids; writes the ids it got as JSON.
 
   python run_data_service_consumer.py DATASET_DIR grpc://host:port OUT.json INDEX COUNT \
-      [EPOCHS [SECS_PER_BATCH]]
+      [EPOCHS [SECS_PER_BATCH [WAIT_SECS]]]
 
 It prints `read N` after each batch (N ids so far), for tests that act mid-run.
 
@@ -28,14 +28,15 @@ def preprocess(image, height, width, seed=None):
     return tf.image.resize(tf.cast(image, tf.float32), [height, width])
 
 
-def main(dataset_dir, address, out, index, count, epochs=1, secs_per_batch=0.02):
+def main(dataset_dir, address, out, index, count, epochs=1, secs_per_batch=0.02,
+         wait_secs=60):
     out, index, count = pathlib.Path(out), int(index), int(count)
     spec = dataset_factory.get_dataset('shapes', 'train', dataset_dir)
     config = input_pipeline.InputConfig(
         batch_size=BATCH_SIZE, image_size=8, is_training=True, seed=0, num_epochs=int(epochs),
         report_skipped=True,
         data_service=data_service.ServiceConfig(address, run_name='ids-test',
-                                                wait_secs=60))
+                                                wait_secs=float(wait_secs)))
     input_fn = input_pipeline.make_input_fn(spec, preprocess, config)
     # As distribute_datasets_from_function calls it on worker `index` of `count`.
     dataset = input_fn(tf.distribute.InputContext(num_input_pipelines=count,
