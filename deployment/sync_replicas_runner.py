@@ -38,6 +38,7 @@ class _Closure:
         self.remote_value = remote_value
         self.outputs = None
         self.error = None
+        self.lost = False  # ended, but its outputs died with its worker
 
 
 class SyncRounds:
@@ -72,8 +73,10 @@ class SyncRounds:
         while True:
             closure = self._ended.get()
             outputs = self._settle(closure)
-            if closure.target == self._target:
+            if closure.target == self._target and not closure.lost:
                 return outputs
+            # A lost closure of this round is replaced too: the new one finds the
+            # round's target reached, steps once ('done') and returns its outputs.
             self._schedule()
 
     def _schedule(self):
@@ -86,6 +89,11 @@ class SyncRounds:
     def _watch(self, closure: _Closure):
         try:
             closure.outputs = closure.remote_value.fetch()
+        except (tf.errors.UnavailableError, tf.errors.AbortedError) as error:
+            if _lost_with_its_worker(error):
+                closure.lost = True
+            else:
+                closure.error = error
         except Exception as error:  # pylint: disable=broad-except
             closure.error = error  # raised in the chief's thread (_settle)
         self._ended.put(closure)
@@ -95,3 +103,11 @@ class SyncRounds:
         if closure.error is not None:
             raise closure.error
         return closure.outputs
+
+
+def _lost_with_its_worker(error: tf.errors.OpError) -> bool:
+    """Whether fetching a closure's outputs failed because its worker died after the
+    closure ended: they live on that worker until fetched. (The coordinator re-runs a
+    closure whose worker dies while it runs, and a dead ps is named as /job:ps.)"""
+    text = str(error)
+    return '/job:worker/' in text and '/job:ps/' not in text
