@@ -203,6 +203,10 @@ class Trainer:
         self.steps = self.plan.inner_loop(self.model_step, self.input_fn,
                                           jit_compile=self.config.jit_compile,
                                           checkpointable_input=keep_position)
+        # The inner loop's own checkpointed state (sync replicas' update counters),
+        # restored here from the checkpoint restored above, if it holds it.
+        for key, state in getattr(self.steps, 'checkpointed', dict)().items():
+            setattr(self.checkpoint, key, state)
         if not keep_position:
             logging.info('The input position is not checkpointed '
                          '(--nocheckpoint_input_position): a resumed run reads a fresh '
