@@ -1,13 +1,15 @@
 """Exact resume under multi-worker all-reduce: two workers train cifarnet on shapes with
 --seed --deterministic; one worker is SIGKILLed after a checkpoint (and its workers'
-input positions) and some more steps, the whole cluster is restarted with the same
-flags, and the final variables are bit-identical to an uninterrupted run's.
+input positions) and some more steps (or SIGTERMed: all stop and save at one step), the
+whole cluster is restarted with the same flags, and the final variables are
+bit-identical to an uninterrupted run's.
 
 Each worker saves its own input position beside the chief's checkpoint
 (deployment.input_positions); the restarted workers read on from it.
 """
 import random
 import re
+import signal
 import time
 
 import numpy as np
@@ -73,28 +75,44 @@ def _position(train_dir, task, step):
             / f'position-{step}.index')
 
 
-def _kill_after_a_checkpoint(group, train_dir, killed, rng, timeout=300):
-    """Waits for a checkpoint whose input positions both workers wrote, lets training go
-    on a few steps (less than the save interval), then SIGKILLs worker `killed`; the
-    other must stop in one line. Returns the checkpoint's step."""
+def _wait_for_both_positions(group, train_dir, timeout=300):
+    """The step of the first checkpoint whose input positions both workers wrote."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         saved = [int(s) for s in _SAVED.findall(group.log('worker0_first'))]
         if saved and all(_position(train_dir, task, saved[-1]).exists()
-                                   for task in (0, 1)):
-            break
+                         for task in (0, 1)):
+            return saved[-1]
         assert group.children['worker0_first'].poll() is None, (
             group.log('worker0_first')[-3000:])
         time.sleep(0.05)
-    else:
-        pytest.fail(f'no checkpoint with both positions within {timeout} s')
+    pytest.fail(f'no checkpoint with both positions within {timeout} s')
+
+
+def _kill_after_a_checkpoint(group, train_dir, killed, rng):
+    """Waits for a checkpoint with both workers' input positions, lets training go on a
+    few steps (less than the save interval), then SIGKILLs worker `killed`; the other
+    must stop in one line. Returns the checkpoint's step."""
+    checkpoint = _wait_for_both_positions(group, train_dir)
     time.sleep(rng.uniform(*KILL_WITHIN_SECS))  # a few steps past the checkpoint
     group.kill(f'worker{killed}_first')
     group.children[f'worker{killed}_first'].wait(timeout=30)  # its train_dir lock freed
     survivor = f'worker{1 - killed}_first'
     assert group.wait(survivor, timeout=180) == 1, group.log(survivor)[-3000:]
     assert len(lines_with_error(group.log(survivor))) == 1, group.log(survivor)[-3000:]
-    return saved[-1]
+    return checkpoint
+
+
+def _stop_after_a_checkpoint(group, train_dir, stopped, rng):
+    """As _kill_after_a_checkpoint, but a SIGTERM: both workers stop at one step, the
+    chief saving it and each worker its position of it. Returns that step."""
+    _wait_for_both_positions(group, train_dir)
+    time.sleep(rng.uniform(*KILL_WITHIN_SECS))
+    group.kill(f'worker{stopped}_first', signal.SIGTERM)
+    for task in (0, 1):
+        assert group.wait(f'worker{task}_first', timeout=120) == 0, (
+            group.log(f'worker{task}_first')[-3000:])
+    return [int(s) for s in _SAVED.findall(group.log('worker0_first'))][-1]
 
 
 @pytest.fixture(scope='module')
@@ -107,18 +125,21 @@ def uninterrupted(tmp_path_factory, shapes_data):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('killed', [1, 0], ids=['other_worker', 'chief'])
-def test_a_killed_worker_then_a_restarted_cluster_ends_bit_identical(
-        tmp_path, shapes_data, uninterrupted, killed):
+@pytest.mark.parametrize('interrupt,task', [(_kill_after_a_checkpoint, 1),
+                                            (_kill_after_a_checkpoint, 0),
+                                            (_stop_after_a_checkpoint, 1)],
+                         ids=['other_worker_killed', 'chief_killed', 'other_worker_stopped'])
+def test_an_interrupted_worker_then_a_restarted_cluster_ends_bit_identical(
+        tmp_path, shapes_data, uninterrupted, interrupt, task):
     train_dir = tmp_path / 'train'
     with processes(tmp_path) as group:
         _start_cluster(group, shapes_data, train_dir, '_first')
-        checkpoint = _kill_after_a_checkpoint(group, train_dir, killed,
-                                              random.Random(killed))
+        checkpoint = interrupt(group, train_dir, task, random.Random(task))
         _start_cluster(group, shapes_data, train_dir, '_restarted')
         _finish_cluster(group, '_restarted')
         logs = [group.log(f'worker{task}_restarted') for task in (0, 1)]
-    # No newer checkpoint was written before the kill: the restart resumed from it.
+    # No newer checkpoint was written before the kill (a stop saves the step it stops
+    # at): the restart resumed from it.
     assert re.search(rf'Resumed from .*model\.ckpt-{checkpoint} at step', logs[0]), logs[0]
     for task, log in enumerate(logs):
         assert (f'Worker {task} reads on from its input position of step {checkpoint}.'
