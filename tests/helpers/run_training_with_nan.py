@@ -1,8 +1,10 @@
 """Runs train_image_classifier.py as a user types it, with a test-only fault point: the
-images of chosen input batches are NaN, so the loss (and the update) of the steps that
-read them are NaN.
+images of chosen input batches are NaN, so the update of the steps that read them is
+(their loss may stay finite: a ReLU or max-pool can drop a NaN); with --huge, the
+images are 1e8 times larger instead, so those steps' loss is far above
+--loss_upper_bound while their update stays finite.
 
-    run_training_with_nan.py --nan_batches=B[,B...] [train_image_classifier.py flags]
+    run_training_with_nan.py --nan_batches=B[,B...] [--huge] [train_image_classifier.py flags]
 
 Batch B (from 1) is the B-th element each input pipeline of this process reads, counted
 over the pipeline's life, so a rollback that reads on past the batches that diverged
@@ -16,15 +18,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = os.path.join(ROOT, 'train_image_classifier.py')
 
 
-def poisoned(input_fn, batches):
-    """input_fn whose datasets give NaN images in the elements numbered `batches`."""
+def poisoned(input_fn, batches, huge=False):
+    """input_fn whose datasets give NaN (or huge) images in the elements numbered
+    `batches`."""
     import tensorflow as tf
 
     def with_nan(number, element):
         images, *rest = element
         bad = tf.reduce_any(tf.equal(number + 1, tf.constant(batches, tf.int64)))
-        nan = tf.constant(float('nan'), images.dtype)
-        return (tf.where(bad, images + nan, images), *rest)
+        poisoned_images = images * 1e8 if huge else images + float('nan')
+        return (tf.where(bad, poisoned_images, images), *rest)
 
     def input_fn_with_nan(*args, **kwargs):
         return input_fn(*args, **kwargs).enumerate().map(with_nan)
@@ -36,14 +39,15 @@ def main():
     if len(sys.argv) < 2 or not sys.argv[1].startswith('--nan_batches='):
         sys.exit(f'usage: {sys.argv[0]} --nan_batches=B[,B...] [training flags]')
     batches = [int(b) for b in sys.argv[1].split('=', 1)[1].split(',') if b]
-    sys.argv = [SCRIPT, *sys.argv[2:]]  # cli.startup reads the command line as it loads
+    huge = sys.argv[2:3] == ['--huge']
+    sys.argv = [SCRIPT, *sys.argv[2 + huge:]]  # cli.startup reads the command line as it loads
     sys.path.insert(0, ROOT)
     from cli import startup  # noqa: F401  (first, as in the script: before TensorFlow)
     from training.loop import trainer as trainer_lib
     real_init = trainer_lib.Trainer.__init__
 
     def init_with_nan(self, *, input_fn, **kwargs):
-        real_init(self, input_fn=poisoned(input_fn, batches), **kwargs)
+        real_init(self, input_fn=poisoned(input_fn, batches, huge), **kwargs)
 
     trainer_lib.Trainer.__init__ = init_with_nan
     runpy.run_path(SCRIPT, run_name='__main__')

@@ -35,21 +35,22 @@ def diverged(loss: float, upper_bound: float = math.inf) -> bool:
     return not math.isfinite(loss) or loss > upper_bound
 
 
-def divergence_error(loss: Optional[float], step: int, last_good: Optional[str], *,
-                     upper_bound: float = math.inf, after: str = '') -> TrainingDiverged:
-    """The one line a diverged run stops with: the loss (None: another worker's), the
+def describe_divergence(loss: float, upper_bound: float = math.inf) -> str:
+    """'Loss became nan', or 'Loss became 2e+06 (above --loss_upper_bound=1e+06)'."""
+    if math.isfinite(loss):
+        return f'Loss became {loss:g} (above --loss_upper_bound={upper_bound:g})'
+    return f'Loss became {loss}'
+
+
+def divergence_error(what: str, step: int, last_good: Optional[str],
+                     after: str = '') -> TrainingDiverged:
+    """The one line a diverged run stops with: what diverged (describe_divergence), the
     step, the checkpoint to go back to; `after` says what was tried before."""
-    if loss is None:
-        became = 'non-finite or too large on another worker'
-    elif math.isfinite(loss):
-        became = f'{loss:g} (above --loss_upper_bound={upper_bound:g})'
-    else:
-        became = f'{loss}'
     restart = (f'the last good checkpoint is {last_good}' if last_good else
                'no checkpoint was saved before it')
     return TrainingDiverged(
-        f'Loss became {became} by step {step}{after}; {restart}; lower --learning_rate '
-        '(or check the input data) and train again.')
+        f'{what} by step {step}{after}; {restart}; lower --learning_rate (or check the '
+        'input data) and train again.')
 
 
 class CheckDivergence:
@@ -63,8 +64,8 @@ class CheckDivergence:
     def __call__(self, previous, step, result):
         loss = result.metrics['total_loss']
         if diverged(loss, self.upper_bound):
-            raise divergence_error(loss, step, self.manager.latest_checkpoint,
-                                   upper_bound=self.upper_bound)
+            raise divergence_error(describe_divergence(loss, self.upper_bound), step,
+                                   self.manager.latest_checkpoint)
 
 
 class LogLine:

@@ -41,8 +41,7 @@ class FakeTraining:
         self.restored.append(path)
         self.step = int(path.rsplit('-', 1)[1])
 
-    def guard(self, retries=3, upper_bound=1e6, any_worker=None):
-        extra = {'any_worker': any_worker} if any_worker else {}
+    def guard(self, retries=3, upper_bound=1e6, **extra):
         return rollback.DivergenceRollback(
             self.train_n_steps, retries=retries, upper_bound=upper_bound,
             last_good=self.last_good, restore=self.restore,
@@ -80,7 +79,27 @@ def test_a_loss_above_the_bound_counts_as_diverged(caplog):
     with caplog.at_level(logging.WARNING, logger='absl'):
         training.guard(upper_bound=1e6)(4)
     assert training.restored == ['/runs/a/model.ckpt-0']
-    assert _messages(caplog)[0].startswith('Loss became 2e+06 at step 4: rolled back')
+    assert _messages(caplog)[0].startswith(
+        'Loss became 2e+06 (above --loss_upper_bound=1e+06) at step 4: rolled back')
+
+
+def test_non_finite_weights_after_a_finite_loss_count_as_diverged(caplog):
+    """A step's loss is taken before its update: the weights show a NaN batch first."""
+    training = FakeTraining([1.5, 1.0], checkpoints=[0])
+    finite = iter([False, True])
+    with caplog.at_level(logging.WARNING, logger='absl'):
+        training.guard(weights_finite=lambda: next(finite))(3)
+    assert training.restored == ['/runs/a/model.ckpt-0'] and len(training.calls) == 2
+    assert _messages(caplog) == [
+        'Weights became non-finite (the loss was 1.5) at step 3: rolled back to '
+        'model.ckpt-0 (rollback 1 of 3); reading on past the batches since.']
+
+
+def test_the_weights_are_read_only_when_the_loss_passes():
+    training = FakeTraining([math.nan, 1.0], checkpoints=[0])
+    reads = []
+    training.guard(weights_finite=lambda: reads.append(1) or True)(3)
+    assert len(reads) == 1  # the rerun's, not the diverged call's
 
 
 def test_k_rollbacks_in_a_row_then_the_one_line_naming_the_retries():
@@ -142,6 +161,14 @@ def test_another_workers_divergence_rolls_back_here_too(caplog):
         'model.ckpt-4 (rollback 1 of 3); reading on past the batches since.']
 
 
+def test_weights_finite_reads_every_variable():
+    variables = [tf.Variable([1.0, 2.0]), tf.Variable([[3.0]])]
+    weights_finite = rollback.weights_finite_of(variables)
+    assert weights_finite()
+    variables[1].assign([[math.inf]])
+    assert not weights_finite()
+
+
 def _config(tmp_path, **overrides):
     return TrainConfig(train_dir=str(tmp_path), batch_size=1, **overrides)
 
@@ -149,15 +176,15 @@ def _config(tmp_path, **overrides):
 def test_off_with_no_retries_and_under_parameter_servers(tmp_path, caplog):
     one_device = plan_lib.for_strategy(tf.distribute.get_strategy())
     assert rollback.for_plan(one_device, _config(tmp_path, divergence_retries=0),
-                             None, None, None) is None
-    assert isinstance(rollback.for_plan(one_device, _config(tmp_path), None, None, None),
-                      rollback.DivergenceRollback)
+                             None, None, None, []) is None
+    assert isinstance(rollback.for_plan(one_device, _config(tmp_path), None, None, None,
+                                        []), rollback.DivergenceRollback)
     parameter_servers = types.SimpleNamespace(
         strategy=tf.distribute.experimental.ParameterServerStrategy.__new__(
             tf.distribute.experimental.ParameterServerStrategy))
     with caplog.at_level(logging.INFO, logger='absl'):
         assert rollback.for_plan(parameter_servers, _config(tmp_path), None, None,
-                                 None) is None
+                                 None, []) is None
     assert any('--divergence_retries=3 acts as 0 under parameter servers' in message
                for message in _messages(caplog))
 
