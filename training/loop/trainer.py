@@ -164,7 +164,8 @@ class Trainer:
         pace = controller.Pace(config.steps_per_loop, config.log_every_n_steps, max_steps)
         current_step = lambda: int(self.global_step.numpy())  # noqa: E731
         rollback = rollback_lib.for_plan(self.plan, config, self.steps.train_n_steps,
-                                         self.rollback_checkpoint, current_step)
+                                         self.rollback_checkpoint, current_step,
+                                         self.model_step.train_variables)
         actions = [actions_lib.WarnSkippedExamples(),
                    *([] if rollback else [actions_lib.CheckDivergence(
                        self.manager, config.loss_upper_bound)]),
