@@ -18,8 +18,8 @@ Every wait is bounded: TensorFlow's client and WorkerServer retry an unreachable
 dispatcher for an hour (the WorkerServer holding the GIL meanwhile, measured), so the
 dispatcher is first probed with a TCP connect, then with a registration on a thread;
 while it runs, a watchdog asks the dispatcher for its data workers every second and
-ends the process in one line once it has not answered, or had no data worker, for
-wait_secs.
+ends the process in one line once it, or one of its data workers, has been away for
+wait_secs (datasets.data_service_watch).
 """
 import dataclasses
 import hashlib
@@ -31,11 +31,11 @@ import threading
 import time
 from typing import Callable, Optional
 
-import grpc  # TensorFlow's own dependency
 import tensorflow as tf
 from absl import logging
 
 from core.errors import UsageError, tensorflow_reason
+from datasets import data_service_watch
 
 service_lib = tf.data.experimental.service
 # grpc://host:port, host a name, an IPv4 address or a bracketed IPv6 one.
@@ -47,10 +47,9 @@ _PROBE_DATASET_ID = 'dispatcher-probe'
 _POLL_SECS = 0.5
 # The journal's directory under the dispatcher's work_dir (TensorFlow's name).
 _JOURNAL = 'tf_data_dispatcher_journal'
-# The dispatcher's RPC listing its data workers (tensorflow/core/data/service/
-# dispatcher.proto): an empty request; the reply repeats field 1, one per worker.
-_GET_WORKERS = '/tensorflow.data.DispatcherService/GetWorkers'
-_WATCH_SECS = 1.0
+# Data workers' heartbeats (TensorFlow's default 30 s): the dispatcher drops a worker
+# silent for its worker timeout, so heartbeats come well within it.
+_HEARTBEAT_SECS = 2.0
 
 
 def parse_address(address: str, flag: str = '--data_service_address') -> tuple:
@@ -94,21 +93,12 @@ class ServiceConfig:
                 'per epoch across workers (files handed out one at a time)')
 
 
-def _is_reachable(host_port: str, timeout: float = 1.0) -> bool:
-    host, _, port = host_port.rpartition(':')
-    try:
-        with socket.create_connection((host.strip('[]'), int(port)), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
 def wait_for_dispatcher(address: str, wait_secs: float, who: str):
     """Returns once something accepts connections at the dispatcher's address; one line
     (UsageError) after wait_secs."""
     host_port = address.split('://', 1)[-1]
     deadline = time.monotonic() + wait_secs
-    while not _is_reachable(host_port):
+    while not data_service_watch.is_reachable(host_port):
         if time.monotonic() > deadline:
             raise UsageError(
                 f'No tf.data dispatcher answers at {address} (waited {wait_secs:g} s) for '
@@ -118,112 +108,14 @@ def wait_for_dispatcher(address: str, wait_secs: float, who: str):
         time.sleep(_POLL_SECS)
 
 
-def _count_field_one(message: bytes) -> int:
-    """How many times a protobuf message holds field 1 (length-delimited) at its top
-    level; other fields are skipped."""
-    count, position = 0, 0
-
-    def varint():
-        nonlocal position
-        value, shift = 0, 0
-        while True:
-            byte = message[position]
-            position += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                return value
-
-    while position < len(message):
-        key = varint()
-        field, wire_type = key >> 3, key & 7
-        if wire_type == 0:
-            varint()
-        elif wire_type == 2:
-            length = varint()
-            position += length
-            count += field == 1
-        else:  # fixed 64 or 32 bits
-            position += 8 if wire_type == 1 else 4
-    return count
-
-
-class DispatcherProbe:
-    """Asks a dispatcher how many data workers it has, over a gRPC channel kept open."""
-
-    def __init__(self, address: str):
-        self._channel = grpc.insecure_channel(address.split('://', 1)[-1])
-        self._get_workers = self._channel.unary_unary(
-            _GET_WORKERS, request_serializer=bytes, response_deserializer=bytes)
-
-    def data_workers(self, timeout: float) -> Optional[int]:
-        """The dispatcher's registered data workers; None if it did not answer."""
-        try:
-            return _count_field_one(self._get_workers(b'', timeout=timeout))
-        except (grpc.RpcError, IndexError):
-            return None
-
-    def close(self):
-        self._channel.close()
-
-
 def set_fault_handler(handler: Callable[[str], None]):
     """What a training worker's watchdog calls with its line (default:
-    report_fault_and_exit)."""
+    data_service_watch.report_fault_and_exit)."""
     global _fault_handler  # pylint: disable=global-statement
     _fault_handler = handler
 
 
-def report_fault_and_exit(line: str):
-    """The watchdog's end of a training worker, whose main thread may be blocked inside
-    TensorFlow waiting for input: the line, then exit status 1. Scripts replace it with
-    their guard's (see cli.data_service_job), which also releases the train_dir lock."""
-    import sys  # pylint: disable=import-outside-toplevel
-    sys.stderr.write(f'ERROR: {line}\n')
-    sys.stderr.flush()
-    os._exit(1)  # pylint: disable=protected-access
-
-
-_fault_handler = report_fault_and_exit
-
-
-def watch(address: str, wait_secs: float, on_fault: Callable[[str], None],
-          need_data_workers: bool = True) -> threading.Event:
-    """Starts a daemon thread calling on_fault(one line) once the dispatcher has not
-    answered for wait_secs, or (need_data_workers) has had no data worker for wait_secs;
-    returns an event that stops it."""
-    stop = threading.Event()
-
-    def run():
-        probe = DispatcherProbe(address)
-        last_answer = last_with_workers = time.monotonic()
-        ever_had_workers = False
-        while not stop.wait(_WATCH_SECS):
-            workers = probe.data_workers(timeout=min(5.0, wait_secs))
-            now = time.monotonic()
-            if workers is not None:
-                last_answer = now
-                if workers or not need_data_workers:
-                    last_with_workers, ever_had_workers = now, True
-            if now - last_answer > wait_secs:
-                line = (f'The tf.data dispatcher at {address} has not answered for '
-                        f'{wait_secs:g} s (--wait_for_data_service_secs); restart it on the '
-                        'same port with the same --data_service_work_dir (its jobs resume), '
-                        'then this task.')
-            elif now - last_with_workers > wait_secs:
-                line = (f'No data worker {"has served" if ever_had_workers else "joined"} '
-                        f'the tf.data service at {address} for {wait_secs:g} s '
-                        '(--wait_for_data_service_secs); start one: '
-                        'train_image_classifier.py --job_name=data_worker '
-                        f'--data_service_address={address} --data_worker_address=HOST:PORT.')
-            else:
-                continue
-            probe.close()
-            on_fault(line)
-            return
-
-    threading.Thread(target=run, daemon=True, name='data-service-watchdog').start()
-    return stop
+_fault_handler = data_service_watch.report_fault_and_exit
 
 
 def _bounded(call, address: str, wait_secs: float):
@@ -274,7 +166,8 @@ def register(dataset: tf.data.Dataset, service: ServiceConfig, dataset_id: str) 
                          'dispatcher\'s log.') from None
     # Reading blocks inside TensorFlow while the dispatcher is away (for an hour) or no
     # data worker serves (for ever): the watchdog bounds both.
-    watch(service.address, service.wait_secs, lambda line: _fault_handler(line))
+    data_service_watch.watch(service.address, service.wait_secs,
+                             lambda line: _fault_handler(line))
     return registered
 
 
@@ -300,24 +193,27 @@ def _check_port_free(port: int, role: str, flag: str):
                              f'what holds it or give the {role} another port.') from None
 
 
-def _serve_until_stopped(server, what: str, stop: Optional[threading.Event] = None):
-    """Blocks until SIGTERM or SIGINT (or `stop` is set), then returns: the caller exits
-    0; the server goes with the process."""
+def _serve_until_stopped(server, what: str, stop: Optional[threading.Event] = None,
+                         each_poll: Callable[[], None] = lambda: None):
+    """Blocks until SIGTERM or SIGINT (or `stop` is set), calling each_poll meanwhile,
+    then returns: the caller exits 0; the server goes with the process."""
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda number, frame: stop.set())
     while not stop.wait(_POLL_SECS):
-        pass
+        each_poll()
     logging.info('%s stopped.', what)
     del server  # referenced until here
 
 
-def serve_dispatcher(address: str, work_dir: Optional[str],
+def serve_dispatcher(address: str, work_dir: Optional[str], worker_timeout_secs: float = 60.0,
                      stop: Optional[threading.Event] = None):
     """Runs a tf.data dispatcher on address's port until SIGTERM or SIGINT, journaling
     its state in work_dir: started again on the same port and work_dir (after a crash,
-    a kill -9, a rescheduled pod) it resumes where it was."""
+    a kill -9, a rescheduled pod) it resumes where it was. A data worker silent for
+    worker_timeout_secs is dropped, and the training workers read on without it
+    (TensorFlow's default: 10 minutes of stalled training)."""
     host, port = parse_address(address)
     if not work_dir:
         raise UsageError('--job_name=data_dispatcher needs --data_service_work_dir=DIR, '
@@ -329,7 +225,8 @@ def serve_dispatcher(address: str, work_dir: Optional[str],
     try:
         tf.io.gfile.makedirs(work_dir)
         server = service_lib.DispatchServer(service_lib.DispatcherConfig(
-            port=port, work_dir=work_dir, fault_tolerant_mode=True))
+            port=port, work_dir=work_dir, fault_tolerant_mode=True,
+            worker_timeout_ms=int(1000 * max(worker_timeout_secs, 4 * _HEARTBEAT_SECS))))
     except tf.errors.OpError as error:
         raise UsageError(f'The tf.data dispatcher cannot start with --data_service_work_dir='
                          f'{work_dir} ({tensorflow_reason(error)}); give it a writable '
@@ -361,15 +258,25 @@ def serve_worker(dispatcher_address: str, worker_address: Optional[str],
              dispatcher, wait_secs)
     server = service_lib.WorkerServer(service_lib.WorkerConfig(
         dispatcher_address=f'{dispatcher_host}:{dispatcher_port}',
-        worker_address=f'{host}:{port}', port=port))
+        worker_address=f'{host}:{port}', port=port,
+        heartbeat_interval_ms=int(1000 * _HEARTBEAT_SECS)))
     what = f'data worker at {host}:{port}'
     logging.info('Serving as the %s of the tf.data dispatcher at %s. Stop it with SIGTERM '
                  'or Ctrl-C.', what, dispatcher)
     stop, faults = stop or threading.Event(), []
     # A dispatcher restarted within wait_secs finds this worker again; one gone longer
     # ends it in one line (TensorFlow would retry for an hour).
-    watch(dispatcher, wait_secs, lambda line: (faults.append(line), stop.set()),
+    data_service_watch.watch(dispatcher, wait_secs,
+                             lambda line: (faults.append(line), stop.set()),
           need_data_workers=False)
-    _serve_until_stopped(server, what, stop)
+    tasks = [0]
+
+    def log_tasks():  # the work the dispatcher gives it, e.g. again after a restart
+        count = server._num_tasks()  # pylint: disable=protected-access
+        if count != tasks[0]:
+            logging.info('The %s has %d task(s).', what, count)
+            tasks[0] = count
+
+    _serve_until_stopped(server, what, stop, log_tasks)
     if faults:
         raise UsageError(faults[0])

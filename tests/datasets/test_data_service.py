@@ -165,10 +165,10 @@ def test_a_listener_that_is_not_a_dispatcher_is_one_line(tmp_path):
 EPOCHS = 3
 
 
-def start_dispatcher(group, address, work_dir, name='dispatcher'):
+def start_dispatcher(group, address, work_dir, name='dispatcher', *flags):
     group.start(name, [TRAIN, '--job_name=data_dispatcher',
                        f'--data_service_address={address}',
-                       f'--data_service_work_dir={work_dir}'])
+                       f'--data_service_work_dir={work_dir}', *flags])
     group.wait_for_log(name, r'Serving the tf\.data dispatcher', 120)
 
 
@@ -230,10 +230,42 @@ def test_a_dispatcher_killed_and_restarted_mid_epoch_loses_and_repeats_nothing(
 
 
 @pytest.mark.slow
+def test_training_goes_on_across_a_dispatcher_kill_and_restart(tmp_path):
+    """The script, cifarnet on shapes, one data worker: the dispatcher killed (-9) at step
+    >= 20 and restarted 3 s later; the trainer, never restarted, reaches its last step
+    with nothing on stderr but its own log."""
+    data = tmp_path / 'shapes'
+    testing_utils.write_small_shapes(str(data), num_train=64, num_validation=16)
+    ports = free_ports(2)
+    address = f'grpc://127.0.0.1:{ports[0]}'
+    with processes(tmp_path) as group:
+        start_dispatcher(group, address, tmp_path / 'journal')
+        start_data_worker(group, address, ports[1], 'data_worker')
+        started = time.monotonic()
+        group.start('train', [
+            TRAIN, f'--data_service_address={address}', '--dataset_name=shapes',
+            f'--dataset_dir={data}', '--model_name=cifarnet', f'--train_dir={tmp_path / "t"}',
+            '--batch_size=8', '--max_number_of_steps=200', '--log_every_n_steps=10',
+            '--seed=1'])
+        group.wait_for_log('train', r'global step [2-9]\d:', 240)
+        group.kill('dispatcher')
+        group.children['dispatcher'].wait(timeout=30)
+        time.sleep(3)
+        start_dispatcher(group, address, tmp_path / 'journal', name='dispatcher_again')
+        assert group.wait('train', 300) == 0, group.log('train')[-3000:]
+        elapsed = time.monotonic() - started
+        log = group.log('train')
+    assert 'global step 200:' in log
+    assert (tmp_path / 't' / 'model.ckpt-200.index').exists()
+    assert not lines_with_error(log), log[-3000:]
+    print(f'trained 200 steps across the dispatcher restart in {elapsed:.1f} s')
+
+
+@pytest.mark.slow
 def test_a_data_worker_killed_and_restarted_rejoins(tmp_path, ids_data):
-    """kill -9 of one of two data workers mid-run, restarted on its address: it serves
-    again (the dispatcher hands it files) and the consumer finishes without a restart.
-    The files the killed worker held are lost for that epoch (TensorFlow's dynamic
+    """kill -9 of one of two data workers in the 1st of 3 epochs, restarted on its
+    address: the dispatcher gives it work again, and the consumer, never restarted,
+    finishes. Files the killed worker held are lost for that epoch (TensorFlow's dynamic
     sharding visits each at most once); every id is read in the other epochs."""
     ports = free_ports(3)
     address = f'grpc://127.0.0.1:{ports[0]}'
@@ -242,17 +274,46 @@ def test_a_data_worker_killed_and_restarted_rejoins(tmp_path, ids_data):
         start_dispatcher(group, address, tmp_path / 'journal')
         for index, port in enumerate(ports[1:]):
             start_data_worker(group, address, port, f'data_worker{index}')
+        started = time.monotonic()
         group.start('consumer', [CONSUMER, ids_data, address, out, 0, 1, EPOCHS, 0.05])
         wait_for_reads(group, 'consumer', NUM_FILES * PER_FILE // 2)
         group.kill('data_worker1')
         group.children['data_worker1'].wait(timeout=30)
         start_data_worker(group, address, ports[2], 'data_worker1_again')
+        group.wait_for_log('data_worker1_again', r'has [1-9]\d* task\(s\)', 60)
         assert group.wait('consumer', 240) == 0, group.log('consumer')[-3000:]
-        tasks = group.log('data_worker1_again')
+        elapsed = time.monotonic() - started
+        consumer_log = group.log('consumer')
     counts = id_counts(out)
     assert sorted(counts) == list(range(NUM_FILES * PER_FILE))
     assert set(counts.values()) <= {EPOCHS - 1, EPOCHS}, counts
-    assert 'Serving as the data worker' in tasks
+    assert not lines_with_error(consumer_log), consumer_log[-3000:]
+    print(f'{EPOCHS} epochs in {elapsed:.1f} s; ids read (times, ids):',
+          sorted(collections.Counter(counts.values()).items()))
+
+
+def test_a_data_worker_gone_for_longer_than_the_wait_is_one_line(tmp_path, ids_data):
+    """The only data worker killed mid-run, not restarted: TensorFlow would wait for it
+    for ever; the consumer ends in one line naming it after --wait_for_data_service_secs."""
+    ports = free_ports(2)
+    address = f'grpc://127.0.0.1:{ports[0]}'
+    with processes(tmp_path) as group:
+        start_dispatcher(group, address, tmp_path / 'journal')
+        start_data_worker(group, address, ports[1], 'data_worker')
+        group.start('consumer', [CONSUMER, ids_data, address, tmp_path / 'c.json', 0, 1, 1000,
+                                 0.05, 3])
+        wait_for_reads(group, 'consumer', 8)
+        group.kill('data_worker')
+        start = time.monotonic()
+        assert group.wait('consumer', 120) == 1, group.log('consumer')[-3000:]
+        elapsed = time.monotonic() - start
+        errors = lines_with_error(group.log('consumer'))
+    assert errors == [
+        f'ERROR: The data worker at 127.0.0.1:{ports[1]} of the tf.data service at {address} '
+        'has not answered for 3 s (--wait_for_data_service_secs), and its files hold up the '
+        'epoch; restart it with its command (the same --data_worker_address: it rejoins), '
+        'then this task.'], errors
+    assert elapsed < 60
 
 
 def test_a_dispatcher_without_a_work_dir_is_one_line():
