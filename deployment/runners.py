@@ -101,6 +101,10 @@ class LocalRunner:
         with self._failures_named():
             return steps_fn(self._iterator, tf.constant(num_steps))
 
+    def failures_named(self):
+        """A context in which a cluster task that stops answering ends in one line."""
+        return self._failures_named()
+
     def checkpointable_iterator(self):
         """The input iterator if the model checkpoint can hold its position (one device,
         or clones on one host), else None (several workers: worker_iterator)."""
@@ -203,6 +207,11 @@ class CoordinatorRunner:
                                  'training resumes from the last checkpoint in '
                                  '--train_dir.'):
             yield
+
+    def failures_named(self):
+        """A context in which a task that stops answering ends in one line (the chief
+        reads and saves the ps tasks' variables between calls too)."""
+        return self._task_failures_named()
 
     def run(self, steps_fn: Callable, num_steps: int):
         with self._task_failures_named():

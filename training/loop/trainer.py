@@ -189,7 +189,10 @@ class Trainer:
             current_step=current_step, pace=pace,
             agree=self.plan.agree, actions=actions, trace=trace,
             grace_secs=self.plan.config.preemption_grace_secs)
-        _, result = loop.run(step)
+        # A task dying between calls (a ps while the chief reads global_step or saves)
+        # ends in the same one line as during a call.
+        with self.steps.runner.failures_named():
+            _, result = loop.run(step)
         return result.metrics if result is not None else {}
 
     def _attach_input(self):
