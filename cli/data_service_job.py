@@ -37,8 +37,7 @@ def serve(flag_values: flags.FlagValues = flags.FLAGS):
                          '--data_service_address=grpc://host:port, the dispatcher\'s '
                          'address.')
     if flag_values.job_name == DISPATCHER:
-        data_service.serve_dispatcher(address, flag_values.data_service_work_dir,
-                                      flag_values.wait_for_data_service_secs)
+        data_service.serve_dispatcher(address, flag_values.data_service_work_dir)
     else:
         data_service.serve_worker(address, flag_values.data_worker_address,
                                   wait_secs=flag_values.wait_for_data_service_secs)

@@ -47,9 +47,6 @@ _PROBE_DATASET_ID = 'dispatcher-probe'
 _POLL_SECS = 0.5
 # The journal's directory under the dispatcher's work_dir (TensorFlow's name).
 _JOURNAL = 'tf_data_dispatcher_journal'
-# Data workers' heartbeats (TensorFlow's default 30 s): the dispatcher drops a worker
-# silent for its worker timeout, so heartbeats come well within it.
-_HEARTBEAT_SECS = 2.0
 
 
 def parse_address(address: str, flag: str = '--data_service_address') -> tuple:
@@ -207,13 +204,11 @@ def _serve_until_stopped(server, what: str, stop: Optional[threading.Event] = No
     del server  # referenced until here
 
 
-def serve_dispatcher(address: str, work_dir: Optional[str], worker_timeout_secs: float = 60.0,
+def serve_dispatcher(address: str, work_dir: Optional[str],
                      stop: Optional[threading.Event] = None):
     """Runs a tf.data dispatcher on address's port until SIGTERM or SIGINT, journaling
     its state in work_dir: started again on the same port and work_dir (after a crash,
-    a kill -9, a rescheduled pod) it resumes where it was. A data worker silent for
-    worker_timeout_secs is dropped, and the training workers read on without it
-    (TensorFlow's default: 10 minutes of stalled training)."""
+    a kill -9, a rescheduled pod) it resumes where it was."""
     host, port = parse_address(address)
     if not work_dir:
         raise UsageError('--job_name=data_dispatcher needs --data_service_work_dir=DIR, '
@@ -225,8 +220,7 @@ def serve_dispatcher(address: str, work_dir: Optional[str], worker_timeout_secs:
     try:
         tf.io.gfile.makedirs(work_dir)
         server = service_lib.DispatchServer(service_lib.DispatcherConfig(
-            port=port, work_dir=work_dir, fault_tolerant_mode=True,
-            worker_timeout_ms=int(1000 * max(worker_timeout_secs, 4 * _HEARTBEAT_SECS))))
+            port=port, work_dir=work_dir, fault_tolerant_mode=True))
     except tf.errors.OpError as error:
         raise UsageError(f'The tf.data dispatcher cannot start with --data_service_work_dir='
                          f'{work_dir} ({tensorflow_reason(error)}); give it a writable '
@@ -258,8 +252,7 @@ def serve_worker(dispatcher_address: str, worker_address: Optional[str],
              dispatcher, wait_secs)
     server = service_lib.WorkerServer(service_lib.WorkerConfig(
         dispatcher_address=f'{dispatcher_host}:{dispatcher_port}',
-        worker_address=f'{host}:{port}', port=port,
-        heartbeat_interval_ms=int(1000 * _HEARTBEAT_SECS)))
+        worker_address=f'{host}:{port}', port=port))
     what = f'data worker at {host}:{port}'
     logging.info('Serving as the %s of the tf.data dispatcher at %s. Stop it with SIGTERM '
                  'or Ctrl-C.', what, dispatcher)
