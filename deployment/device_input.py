@@ -2,11 +2,13 @@
 the tf.distribute.InputOptions a strategy distributes the input with.
 
 They reach every call that distributes input through a strategy: training's
-`distribute_datasets_from_function` (deployment.runners: multi-worker all-reduce and
-parameter-server workers) and evaluation's `experimental_distribute_dataset`
-(training.evaluation.evaluator, with clones). The default strategy (one device) ignores them, and
-clones on one host read one host iterator whose position checkpoints can save (each
-batch is copied to its clone inside the step): there they have no effect.
+`distribute_datasets_from_function` (deployment.runners: parameter-server workers, and
+multi-worker all-reduce when the input position is not checkpointed) and evaluation's
+`experimental_distribute_dataset` (training.evaluation.evaluator, with clones). The
+default strategy (one device) ignores them, and clones on one host and all-reduce
+workers saving their input position read one host iterator each, whose position
+checkpoints can save (each batch is copied to its replica inside the step): there they
+have no effect.
 """
 import dataclasses
 

@@ -54,9 +54,11 @@ def device_performance(define):
     define.bool('prefetch_to_device', DevicePrefetch.to_device, 'Prefetch input batches '
                 'into each replica\'s device memory (TensorFlow\'s default); '
                 '--noprefetch_to_device keeps them in host memory. Applies where the '
-                'strategy distributes the input: multi-worker and parameter-server '
-                'workers, evaluation with --num_clones; not one device, nor training '
-                'clones on one host (their batches are copied inside the step).')
+                'strategy distributes the input: parameter-server workers, multi-worker '
+                'all-reduce with --nocheckpoint_input_position, evaluation with '
+                '--num_clones; not one device, nor training clones on one host or '
+                'all-reduce workers saving their input position (their batches are '
+                'copied inside the step).')
     define.integer('per_replica_buffer_size', DevicePrefetch.buffer_size, 'Batches '
                    'prefetched per replica where --prefetch_to_device applies (0: none).')
     define.integer('inter_op_threads', ThreadConfig.inter_op_threads, 'Threads running '
