@@ -40,11 +40,11 @@ def training(define):
                    'of the compiled loop, at most (calls also end at log lines and after '
                    '~2 s, so a stop signal is honoured quickly).')
     define.integer('divergence_retries', TrainConfig.divergence_retries, 'On a diverged '
-                   'loss (non-finite or above --loss_upper_bound), roll back to the last '
-                   'checkpoint and read on past the batches since, up to this many times in '
-                   'a row (the count restarts once a checkpoint is saved past the step that '
-                   'diverged); then stop. 0: stop at the first diverged loss. Not under '
-                   'parameter servers (there 0).')
+                   'loss (non-finite or above --loss_upper_bound) or non-finite weights, '
+                   'roll back to the last checkpoint and read on past the batches since, up '
+                   'to this many times in a row (the count restarts once a checkpoint is '
+                   'saved at or past the step that diverged); then stop. 0: stop at the '
+                   'first diverged loss. Not under sync replicas (there 0).')
     define.float('loss_upper_bound', TrainConfig.loss_upper_bound, 'A loss above this '
                  'counts as diverged, as a NaN or infinite one does.')
 
@@ -116,10 +116,10 @@ def checkpoints_and_progress(define):
     define.integer('max_checkpoints_to_keep', TrainConfig.max_checkpoints_to_keep, 'Most '
                    'recent checkpoints kept.')
     define.bool('checkpoint_input_position', TrainConfig.checkpoint_input_position, 'On '
-                'one host, and by each worker of a multi-worker all-reduce, save the '
-                'input position with each checkpoint for an exact resume (it holds the '
-                'shuffle buffer\'s records: about --shuffle_buffer_size encoded images); '
-                '--nocheckpoint_input_position keeps checkpoints small.')
+                'one host, save the input position with each checkpoint for an exact '
+                'resume (it holds the shuffle buffer\'s records: about '
+                '--shuffle_buffer_size encoded images); --nocheckpoint_input_position '
+                'keeps checkpoints small.')
     define.integer('save_summaries_secs', TrainConfig.save_summaries_secs, 'Seconds '
                    'between TensorBoard summaries.')
     define.integer('log_every_n_steps', TrainConfig.log_every_n_steps, 'Steps between log '

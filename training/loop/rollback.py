@@ -8,16 +8,18 @@ optimizer slots, global step, moving averages, loss scale, dropout's generator),
 input reads on past the batches that diverged. The rolled-back call never reaches the
 controller's actions: no log line, summary or checkpoint of diverged weights.
 
-"In a row": rollbacks with no checkpoint saved past the latest step that diverged in
-between; a later save restarts the count. After --divergence_retries of them, or with
+"In a row": rollbacks with no checkpoint saved at or past the latest step that diverged
+in between (the rerun of the diverged call reaching its step is past the trouble); such
+a save restarts the count. After --divergence_retries of them, or with
 no checkpoint to go back to, training stops with the one line of a diverged run.
 
 Modes: one device and clones restore in this process. Multi-worker all-reduce: the
 workers agree after each call whether any of them diverged (one small all-reduce), so
 all roll back at the same call to the same checkpoint of their shared --train_dir.
-Parameter servers (async and sync replicas): not offered, --divergence_retries acts as 0
-(a logged line): the ps's sync-replicas accumulators and tokens would not follow the
-restored step, and the async mode has not been tested here.
+Asynchronous parameter servers: the chief checks and restores after the call's closures
+have all run (the runner's fetch joins the coordinator); each worker's iterator reads
+on. Sync replicas: not offered, --divergence_retries acts as 0 (a logged line): the ps
+tasks' gradient accumulators and tokens would not follow the restored step.
 """
 import os
 from typing import Callable, Optional, Sequence
@@ -26,7 +28,7 @@ import tensorflow as tf
 from absl import logging
 
 from core.errors import TrainingDiverged, tensorflow_reason
-from deployment import aggregation, runners
+from deployment import runners
 from training.checkpoints import integrity
 from training.loop import actions as actions_lib
 
@@ -83,8 +85,8 @@ class DivergenceRollback:
     def _roll_back(self, what: str, step: int):
         last_good = self.last_good()
         good_step = integrity.step_of(last_good) if last_good else None
-        if self.in_a_row and good_step is not None and good_step > self.latest_diverged:
-            self.in_a_row = 0  # saved past every divergence of the row: a new row
+        if self.in_a_row and good_step is not None and good_step >= self.latest_diverged:
+            self.in_a_row = 0  # saved at or past every divergence of the row: a new row
         self.latest_diverged = step if not self.in_a_row else max(self.latest_diverged, step)
         if last_good is None or self.in_a_row >= self.retries:
             after = (f' after {self.in_a_row} rollback(s) in a row (--divergence_retries='
@@ -125,15 +127,14 @@ def for_plan(plan, config, train_n_steps: Callable, checkpoint: tf.train.Checkpo
              current_step: Callable[[], int],
              variables: Sequence[tf.Variable]) -> Optional[DivergenceRollback]:
     """The Trainer's inner loop with rollbacks, or None where there are none (the
-    controller's divergence check stops at once): --divergence_retries=0, or parameter
-    servers, where it acts as 0 (logged once)."""
+    controller's divergence check stops at once): --divergence_retries=0, or sync
+    replicas, where it acts as 0 (logged once)."""
     if not config.divergence_retries:
         return None
-    if aggregation.is_parameter_server(plan.strategy):
-        logging.info('--divergence_retries=%d acts as 0 under parameter servers (a restored '
-                     'step would not reset what the ps tasks hold for sync replicas, and the '
-                     'asynchronous mode is not tested with rollbacks): a diverged loss stops '
-                     'training.', config.divergence_retries)
+    if plan.replicas_to_aggregate is not None:
+        logging.info('--divergence_retries=%d acts as 0 under sync replicas (a restored step '
+                     'would not reset the gradient accumulators and tokens the ps tasks '
+                     'hold): a diverged loss stops training.', config.divergence_retries)
         return None
     train_dir = config.train_dir
     return DivergenceRollback(

@@ -124,17 +124,19 @@ def test_without_a_checkpoint_it_stops_with_todays_line():
     assert training.restored == []
 
 
-def test_a_checkpoint_saved_past_the_divergence_restarts_the_count():
-    # Diverges at 15 (back to 10), passes 15, a save at 20, diverges at 25: a new row.
+@pytest.mark.parametrize('saved', [15, 20])
+def test_a_checkpoint_saved_at_or_past_the_divergence_restarts_the_count(saved):
+    # Diverges at 15 (back to 10), passes 15, a save at 15 or 20, diverges at 25: a new
+    # row.
     training = FakeTraining([1.0, math.nan, 1.0, 1.0, math.nan, 1.0], checkpoints=[10])
     guard = training.guard(retries=1)
     guard(10)
     guard(5)                    # 10 -> 15 diverged, rolled back, 10 -> 15 again
     assert guard.in_a_row == 1
     guard(5)                    # 15 -> 20
-    training.checkpoints.append(20)
-    guard(5)                    # 20 -> 25 diverged: back to 20, not the second in a row
-    assert training.restored == ['/runs/a/model.ckpt-10', '/runs/a/model.ckpt-20']
+    training.checkpoints.append(saved)
+    guard(5)                    # 20 -> 25 diverged: back to the save, not 2 in a row
+    assert training.restored == ['/runs/a/model.ckpt-10', f'/runs/a/model.ckpt-{saved}']
     assert guard.in_a_row == 1 and guard.rollbacks == 2
 
 
@@ -173,19 +175,17 @@ def _config(tmp_path, **overrides):
     return TrainConfig(train_dir=str(tmp_path), batch_size=1, **overrides)
 
 
-def test_off_with_no_retries_and_under_parameter_servers(tmp_path, caplog):
+def test_off_with_no_retries_and_under_sync_replicas(tmp_path, caplog):
     one_device = plan_lib.for_strategy(tf.distribute.get_strategy())
     assert rollback.for_plan(one_device, _config(tmp_path, divergence_retries=0),
                              None, None, None, []) is None
     assert isinstance(rollback.for_plan(one_device, _config(tmp_path), None, None, None,
                                         []), rollback.DivergenceRollback)
-    parameter_servers = types.SimpleNamespace(
-        strategy=tf.distribute.experimental.ParameterServerStrategy.__new__(
-            tf.distribute.experimental.ParameterServerStrategy))
+    sync_replicas = types.SimpleNamespace(replicas_to_aggregate=2)
     with caplog.at_level(logging.INFO, logger='absl'):
-        assert rollback.for_plan(parameter_servers, _config(tmp_path), None, None,
-                                 None, []) is None
-    assert any('--divergence_retries=3 acts as 0 under parameter servers' in message
+        assert rollback.for_plan(sync_replicas, _config(tmp_path), None, None, None,
+                                 []) is None
+    assert any('--divergence_retries=3 acts as 0 under sync replicas' in message
                for message in _messages(caplog))
 
 
