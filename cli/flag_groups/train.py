@@ -116,10 +116,10 @@ def checkpoints_and_progress(define):
     define.integer('max_checkpoints_to_keep', TrainConfig.max_checkpoints_to_keep, 'Most '
                    'recent checkpoints kept.')
     define.bool('checkpoint_input_position', TrainConfig.checkpoint_input_position, 'On '
-                'one host, save the input position with each checkpoint for an exact '
-                'resume (it holds the shuffle buffer\'s records: about '
-                '--shuffle_buffer_size encoded images); --nocheckpoint_input_position '
-                'keeps checkpoints small.')
+                'one host, and by each worker of a multi-worker all-reduce, save the '
+                'input position with each checkpoint for an exact resume (it holds the '
+                'shuffle buffer\'s records: about --shuffle_buffer_size encoded images); '
+                '--nocheckpoint_input_position keeps checkpoints small.')
     define.integer('save_summaries_secs', TrainConfig.save_summaries_secs, 'Seconds '
                    'between TensorBoard summaries.')
     define.integer('log_every_n_steps', TrainConfig.log_every_n_steps, 'Steps between log '
