@@ -30,23 +30,24 @@ same --seed (and --deterministic) ends with identical model variables.
 Printed (and written to LOG_DIR/summary.json): the faults with the steps each made the
 cluster redo (the step reached before the fault minus the step resumed at; 0 where
 nothing was restored), wall time, peak memory (the sum of every task's RSS, sampled
-from /proc each second) and the exit status (0 when every check passed).
+from /proc each second; PSS too) and the exit status (0 when every check passed).
+The tool's parts: scripts/chaos_tasks.py (the processes, the memory sampler) and
+scripts/chaos_checks.py (the checks on the results, the summary).
 """
 import argparse
 import json
-import os
 import pathlib
 import random
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from chaos_checks import error_lines, model_variables, print_summary, sync_counters
+from chaos_tasks import ROOT, MemorySampler, Task, free_ports
+
 TRAIN = ROOT / 'train_image_classifier.py'
 EVAL = ROOT / 'eval_image_classifier.py'
 FAULTY_CHIEF = ROOT / 'tests' / 'helpers' / 'run_chief_with_critical_section_fault.py'
@@ -60,94 +61,6 @@ WORKER_STOPPED = (r'ERROR: worker task \d+ \(127\.0\.0\.1:\d+\) stopped answerin
 
 class ChaosFailed(Exception):
     """A check or a bounded wait failed: the summary's status is 1."""
-
-
-def error_lines(log: str):
-    """Lines speaking of an error: ours ('ERROR: ...'), absl's or TensorFlow's, the C++
-    runtime's and gRPC's ('E1124 ...', 'F1124 ...'), tracebacks."""
-    return [line for line in log.splitlines()
-            if 'ERROR' in line or 'Traceback' in line or re.match(r'[EF]\d{4} ', line)]
-
-
-def free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(('127.0.0.1', 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-class Task:
-    """One task of the cluster; each (re)start is a run with its own log file."""
-
-    def __init__(self, name: str, argv, log_dir: pathlib.Path):
-        self.name, self.argv, self.log_dir = name, [str(a) for a in argv], log_dir
-        self.runs = []  # dicts: log path, process, killed, expected error patterns
-
-    def start(self):
-        suffix = f'.restart{len(self.runs)}' if self.runs else ''
-        path = self.log_dir / f'{self.name}{suffix}.log'
-        env = {**os.environ, 'PYTHONPATH': str(ROOT)}
-        env.pop('TF_CPP_MIN_LOG_LEVEL', None)  # the script's own default
-        with open(path, 'w') as log:
-            process = subprocess.Popen([sys.executable, *self.argv], cwd=ROOT, env=env,
-                                       stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
-        self.runs.append({'log': path, 'process': process, 'killed': False,
-                          'expected': []})
-
-    @property
-    def process(self):
-        return self.runs[-1]['process']
-
-    def alive(self) -> bool:
-        return bool(self.runs) and self.process.poll() is None
-
-    def signal(self, signum=signal.SIGKILL):
-        if self.alive():
-            os.killpg(self.process.pid, signum)
-            self.runs[-1]['killed'] = signum == signal.SIGKILL
-
-    def log(self) -> str:
-        return self.runs[-1]['log'].read_text(errors='replace')
-
-
-class MemorySampler(threading.Thread):
-    """The peaks over time of the tasks' live processes' summed RSS and PSS, sampled
-    each second. RSS counts the pages the tasks share (TensorFlow's libraries) once per
-    task; PSS splits them between the tasks, so its sum is the machine's real cost."""
-
-    def __init__(self, tasks):
-        super().__init__(daemon=True)
-        self.tasks, self.stopped = tasks, threading.Event()
-        self.peak = {'Rss': 0, 'Pss': 0}
-
-    def run(self):
-        while not self.stopped.wait(1.0):
-            total = {'Rss': 0, 'Pss': 0}
-            for task in self.tasks:
-                for run in task.runs:
-                    if run['process'].poll() is None:
-                        for key, value in _memory_bytes(run['process'].pid).items():
-                            total[key] += value
-            self.peak = {key: max(self.peak[key], total[key]) for key in total}
-
-
-def _memory_bytes(pid: int) -> dict:
-    """{'Rss': bytes, 'Pss': bytes} of a process, from /proc/PID/smaps_rollup."""
-    found = {}
-    try:
-        with open(f'/proc/{pid}/smaps_rollup') as rollup:
-            for line in rollup:
-                key = line.split(':')[0]
-                if key in ('Rss', 'Pss'):
-                    found[key] = int(line.split()[1]) * 1024
-    except OSError:  # it exited between the poll and the read
-        pass
-    return found
 
 
 def fault_schedule(args, num_ps, num_workers):
@@ -212,6 +125,8 @@ class Chaos:
                  f'--train_dir={self.train_dir}', f'--max_number_of_steps={args.max_number_of_steps}',
                  '--log_every_n_steps=1', f'--save_interval_secs={args.save_interval_secs}',
                  f'--seed={args.seed}']
+        if args.compare_uninterrupted:  # the same seed, and the same order of reading
+            flags.append('--deterministic')
         if args.mode == 'sync_replicas':
             flags += ['--sync_replicas', f'--replicas_to_aggregate={args.replicas_to_aggregate}']
         return flags + shlex.split(args.train_flags)
@@ -245,12 +160,17 @@ class Chaos:
         return int(steps[-1]) if steps else -1
 
     def _resumed_step(self) -> int:
-        self._wait(lambda: RESUMED.search(self.chief.log()) or not self.chief.alive(), 300,
-                   'the restarted chief resuming')
+        """The step the restarted chief resumed at: 0 if it found no checkpoint (it
+        logs no 'Resumed from' line before its first step)."""
+        self._wait(lambda: RESUMED.search(self.chief.log()) or STEP.search(self.chief.log())
+                   or not self.chief.alive(), 300, 'the restarted chief resuming')
         match = RESUMED.search(self.chief.log())
-        if not match:
-            raise ChaosFailed(f'the restarted chief exited without resuming; see {self.chief.runs[-1]["log"]}')
-        return int(match.group(1))
+        if match:
+            return int(match.group(1))
+        if STEP.search(self.chief.log()):
+            return 0
+        raise ChaosFailed(f'the restarted chief exited before its first step; see '
+                          f'{self.chief.runs[-1]["log"]}')
 
     # --- The faults. ---
 
@@ -355,38 +275,6 @@ class Chaos:
         return problems
 
 
-# --- Checks on the results (TensorFlow imported here only). ---
-
-def _checkpoint_reader(train_dir):
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-    from cli import startup  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    for signum, handler in handlers.items():  # startup sets its own
-        signal.signal(signum, handler)
-    return tf.train.load_checkpoint(tf.train.latest_checkpoint(str(train_dir)))
-
-
-def sync_counters(train_dir, aggregate: int) -> dict:
-    """The final checkpoint's update counters (deployment.sync_replicas.counters), and
-    whether gradients_applied == N * updates_applied == N * global_step."""
-    reader = _checkpoint_reader(train_dir)
-    value = lambda key: int(reader.get_tensor(f'{key}/.ATTRIBUTES/VARIABLE_VALUE'))  # noqa: E731
-    counters = {'global_step': value('global_step'),
-                'updates_applied': value('sync_replicas/updates_applied'),
-                'gradients_applied': value('sync_replicas/gradients_applied')}
-    counters['exact'] = (counters['gradients_applied'] == aggregate * counters['updates_applied']
-                         and counters['updates_applied'] == counters['global_step'])
-    return counters
-
-
-def model_variables(train_dir) -> dict:
-    reader = _checkpoint_reader(train_dir)
-    return {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()
-            if key.startswith('model/')}
-
-
 def evaluate(args, train_dir, log_dir) -> int:
     """eval_image_classifier.py once on the final checkpoint; its exit status."""
     task = Task('eval', [EVAL, '--dataset_name=shapes', f'--dataset_dir={args.dataset_dir}',
@@ -403,7 +291,7 @@ def evaluate(args, train_dir, log_dir) -> int:
 
 def run_chaos(args) -> dict:
     log_dir = pathlib.Path(args.log_dir).resolve()
-    train_dir = pathlib.Path(args.train_dir or log_dir / 'train').resolve()
+    train_dir = args.train_dir.resolve()
     faults = fault_schedule(args, args.num_ps, args.num_workers)
     summary = {'mode': args.mode, 'seed': args.seed, 'num_ps': args.num_ps,
                'num_workers': args.num_workers, 'max_number_of_steps': args.max_number_of_steps,
@@ -453,27 +341,6 @@ def compare_uninterrupted(args, train_dir, log_dir, summary):
                                    f'uninterrupted run\'s, e.g. {differ[:3]}')
 
 
-def print_summary(summary):
-    print(f'Chaos {summary["mode"]}: {summary["num_ps"]} ps + {summary["num_workers"]} '
-          f'workers, seed {summary["seed"]}, {summary["max_number_of_steps"]} steps.')
-    for fault in summary.get('faults', []):
-        if 'at_step' in fault:
-            print(f'  {fault["kind"]} task {fault["task"]} killed at step {fault["at_step"]}, '
-                  f'restarted after {fault["delay"]} s: {fault.get("steps_redone", "?")} '
-                  'step(s) redone')
-    redone = sum(f.get('steps_redone', 0) for f in summary.get('faults', []))
-    print(f'Faults injected: {sum("at_step" in f for f in summary.get("faults", []))}; '
-          f'steps redone: {redone}; wall time: {summary.get("wall_secs", "?")} s; peak '
-          f'memory: {summary.get("peak_rss_mb", "?")} MB summed RSS of every task '
-          f'({summary.get("peak_pss_mb", "?")} MB PSS).')
-    for key in ('sync_counters', 'eval_status', 'identical_to_uninterrupted'):
-        if key in summary:
-            print(f'{key}: {summary[key]}')
-    for problem in summary['problems']:
-        print(f'FAILED: {problem}')
-    print(f'Exit status: {summary["status"]}.')
-
-
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -506,6 +373,13 @@ def parse_args(argv=None):
         parser.error('all_reduce runs without ps tasks, the other modes with some.')
     if args.fault_in_critical_section and args.mode != 'sync_replicas':
         parser.error('--fault_in_critical_section is for --mode=sync_replicas.')
+    log_dir = pathlib.Path(args.log_dir)
+    args.train_dir = pathlib.Path(args.train_dir or log_dir / 'train')
+    for directory in (args.train_dir, args.train_dir.parent / (args.train_dir.name +
+                                                               '_uninterrupted')):
+        if directory.exists() and any(directory.iterdir()):
+            parser.error(f'{directory} is not empty; the steps redone are counted from a '
+                         'fresh start: pass a new --log_dir or --train_dir.')
     return args
 
 
