@@ -11,7 +11,8 @@ cluster, the chief 0; n: the number of workers, so a cluster of another size nev
 a position sharded otherwise). When: the chief's newest checkpoint step travels with the
 workers' agreement before each call (deployment.agreement); a worker whose step is that
 step writes its position then, before the next call moves its iterator. A stop agreed
-by all is written at the stop's step, which the chief's final save is of.
+by all is written at the stop's step, and the last step (--max_number_of_steps) once its
+call is done: the chief's final save is of that step.
 
 On restore a worker reads the position of exactly the restored step. None there (a
 checkpoint from before positions were saved, or a worker killed before writing it) or
@@ -77,8 +78,10 @@ class WorkerInputPositions:
     written at the steps the chief's checkpoints are of."""
 
     def __init__(self, *, train_dir: str, worker: int, num_workers: int,
-                 iterator: tf.data.Iterator, current_step: Callable[[], int]):
+                 iterator: tf.data.Iterator, current_step: Callable[[], int],
+                 final_step: Optional[int] = None):
         self.train_dir = train_dir
+        self.final_step = final_step  # --max_number_of_steps, where the chief saves last
         self.worker = worker
         self.directory = worker_directory(train_dir, worker, num_workers)
         self._checkpoint = tf.train.Checkpoint(input_position=iterator)
@@ -120,6 +123,14 @@ class WorkerInputPositions:
         is about to be) of the step reached."""
         step = self._current_step()
         if should_write(call, step, self.written):
+            self.write(step)
+
+    def after_call(self):
+        """Writes this worker's position at the last step, which the chief saves after
+        the last call with no agreement in between. Again if a rolled-back call reaches
+        it again."""
+        step = self._current_step()
+        if step == self.final_step:
             self.write(step)
 
     def write(self, step: int):

@@ -104,11 +104,13 @@ class DeploymentPlan:
             return self.agreement.agree(proposal)
 
     def worker_input_positions(self, steps, *, train_dir: str,
-                               latest_checkpoint: Callable[[], Optional[str]]):
+                               latest_checkpoint: Callable[[], Optional[str]],
+                               final_step: Optional[int] = None):
         """Where each worker saves its own input position (multi-worker all-reduce read
         through a checkpointable input, see inner_loop): restores this worker's for the
         step its model was restored at and writes it at the steps of the chief's
-        checkpoints (latest_checkpoint: the chief's newest). None elsewhere: the input's
+        checkpoints (latest_checkpoint: the chief's newest; final_step: the last step,
+        saved with no agreement after it). None elsewhere: the input's
         position joins the model checkpoint (runner.checkpointable_iterator) or is not
         checkpointed."""
         worker = steps.runner.worker_iterator() if self.agreement else None
@@ -119,8 +121,9 @@ class DeploymentPlan:
         positions = input_positions.WorkerInputPositions(
             train_dir=train_dir, worker=context.input_pipeline_id,
             num_workers=context.num_input_pipelines, iterator=iterator,
-            current_step=lambda: int(global_step.numpy()))
+            current_step=lambda: int(global_step.numpy()), final_step=final_step)
         positions.restore()
+        steps.runner.after_call.append(positions.after_call)
         self.agreement.saved_step = lambda: input_positions.checkpoint_step(
             latest_checkpoint())
         self.agreement.listeners.append(positions.after_agreement)

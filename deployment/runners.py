@@ -9,7 +9,7 @@ loop reads results only when it logs them.
 """
 import contextlib
 import re
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -93,6 +93,7 @@ class LocalRunner:
             self._iterator = iter(strategy.distribute_datasets_from_function(
                 input_fn, options=input_options))
         self._cluster = cluster
+        self.after_call: List[Callable[[], None]] = []  # run once each call's results are in
         self._failures_named = (
             (lambda: task_failures_named(cluster, RESTART_ALL_WORKERS)) if cluster
             else contextlib.nullcontext)
@@ -125,7 +126,10 @@ class LocalRunner:
 
     def fetch(self, outputs):
         with self._failures_named():
-            return to_numpy(outputs)
+            values = to_numpy(outputs)
+        for hook in self.after_call:
+            hook()
+        return values
 
 
 _TASK_NAME = re.compile(r'/job:(\w+)/replica:\d+/task:(\d+)')

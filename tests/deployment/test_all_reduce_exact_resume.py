@@ -145,4 +145,6 @@ def test_an_interrupted_worker_then_a_restarted_cluster_ends_bit_identical(
         assert (f'Worker {task} reads on from its input position of step {checkpoint}.'
                 in log), log[-3000:]
         assert not lines_with_error(log), log[-3000:]
+        # The last step's too (no agreement after it): raising the limit reads on.
+        assert _position(train_dir, task, MAX_STEPS).exists()
     _assert_identical(uninterrupted, _weights(train_dir))

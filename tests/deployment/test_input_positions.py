@@ -54,12 +54,12 @@ def test_a_step_crosses_the_all_reduce_exactly_as_two_float32_parts(step):
 class _Worker:
     """One worker's iterator over 0, 1, 2, ... and its step, in this process."""
 
-    def __init__(self, train_dir, worker=1):
+    def __init__(self, train_dir, worker=1, final_step=None):
         self.step = 0
         self.iterator = iter(tf.data.Dataset.range(1000).shuffle(50, seed=1))
         self.positions = input_positions.WorkerInputPositions(
             train_dir=str(train_dir), worker=worker, num_workers=2,
-            iterator=self.iterator, current_step=lambda: self.step)
+            iterator=self.iterator, current_step=lambda: self.step, final_step=final_step)
 
     def read(self, count):
         return [int(next(self.iterator)) for _ in range(count)]
@@ -152,3 +152,22 @@ def test_a_cluster_of_another_size_has_no_position(tmp_path):
         train_dir=str(tmp_path), worker=1, num_workers=3, iterator=worker.iterator,
         current_step=lambda: 3)
     assert not resized.restore()
+
+
+def test_the_last_step_is_written_after_its_call_and_again_after_a_rollback(tmp_path):
+    worker = _Worker(tmp_path, final_step=10)
+    directory = tmp_path / 'input_positions' / 'worker-1-of-2'
+    worker.step = 8
+    worker.positions.after_call()  # not the last step: the agreement decides
+    assert not directory.exists()
+    worker.read(3)
+    worker.step = 10
+    worker.positions.after_call()
+    first = (directory / 'position-10.data-00000-of-00001').read_bytes()
+    worker.read(3)  # a rolled-back call reached step 10 again, further on
+    worker.positions.after_call()
+    assert (directory / 'position-10.data-00000-of-00001').read_bytes() != first
+    restarted = _Worker(tmp_path)
+    restarted.step = 10
+    assert restarted.positions.restore()
+    assert restarted.read(2) == worker.read(2)

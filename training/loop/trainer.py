@@ -218,7 +218,8 @@ class Trainer:
             return
         if self.plan.worker_input_positions(
                 self.steps, train_dir=self.config.train_dir,
-                latest_checkpoint=lambda: self.manager.latest_checkpoint) is not None:
+                latest_checkpoint=lambda: self.manager.latest_checkpoint,
+                final_step=self.config.max_number_of_steps) is not None:
             return
         iterator = self.steps.runner.checkpointable_iterator()
         if iterator is None:
