@@ -1,6 +1,8 @@
 """A diverged loss is rolled back, through the script: lenet on shapes with NaN planted
 in chosen input batches (tests/helpers/run_training_with_nan.py). One NaN batch: one
-rollback line, training reaches --max_number_of_steps, rc 0 (one device, 2 CPU clones). NaN batches in a row past
+rollback line, training reaches --max_number_of_steps, rc 0, and the run is exact: under
+--seed --deterministic it ends bit-identical to a run whose input leaves out the batches
+the diverged call read (one device, 2 CPU clones). NaN batches in a row past
 --divergence_retries: the one line of a diverged run, naming the rollbacks, no traceback.
 """
 import os
@@ -8,6 +10,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from helpers import testing_utils
@@ -26,10 +29,10 @@ def shapes_dir(tmp_path_factory):
     return data
 
 
-def _train_with_nan(data, train_dir, nan_batches, *extra):
+def _train_with_nan(data, train_dir, nan_batches, *extra, skip=None):
     # A checkpoint after every call of 3 steps: batch 8 diverges the call of steps 7-9.
     command = [sys.executable, str(HELPER), f'--nan_batches={nan_batches}',
-               '--dataset_name=shapes', f'--dataset_dir={data}', '--model_name=lenet',
+               *([f'--skip_batches={skip}'] if skip else []), '--dataset_name=shapes', f'--dataset_dir={data}', '--model_name=lenet',
                f'--train_dir={train_dir}', '--batch_size=4', '--optimizer=sgd', '--seed=3',
                f'--max_number_of_steps={MAX_STEPS}', '--steps_per_loop=3',
                '--save_interval_secs=0', '--log_every_n_steps=3', *extra]
@@ -39,20 +42,35 @@ def _train_with_nan(data, train_dir, nan_batches, *extra):
                           timeout=300)
 
 
-def _assert_rolled_back_once_and_finished(result, train_dir):
+def _final_state(train_dir):
+    reader = tf.train.load_checkpoint(str(train_dir))
+    assert reader.get_tensor('global_step/.ATTRIBUTES/VARIABLE_VALUE') == MAX_STEPS
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if name.startswith(('model/', 'optimizer/', 'random_generator/'))}
+
+
+def _assert_rolled_back_once_exactly(tmp_path, data, nan_batch, read_by_the_call, *extra):
+    """One rollback line, training finishes, and the final state equals the reference
+    run's to the bit."""
+    result = _train_with_nan(data, tmp_path / 'train', nan_batch, '--deterministic',
+                             *extra)
     assert result.returncode == 0, result.stderr[-3000:]
     assert [match.groups() for match in _ROLLBACK.finditer(result.stderr)] == [
         ('9', '6', '1', '3')], result.stderr[-3000:]
-    reader = tf.train.load_checkpoint(str(train_dir))
-    assert reader.get_tensor('global_step/.ATTRIBUTES/VARIABLE_VALUE') == MAX_STEPS
-    for name in reader.get_variable_to_shape_map():
-        if name.startswith('model/'):
-            assert tf.math.reduce_all(tf.math.is_finite(reader.get_tensor(name))), name
+    reference = _train_with_nan(data, tmp_path / 'reference', '', '--deterministic',
+                                *extra, skip=read_by_the_call)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    expected, state = _final_state(tmp_path / 'reference'), _final_state(tmp_path / 'train')
+    assert expected.keys() == state.keys() and len(state) >= 8
+    for name, value in expected.items():
+        assert np.isfinite(state[name]).all(), name
+        np.testing.assert_array_equal(state[name], value, err_msg=name)
 
 
-def test_one_nan_batch_is_rolled_back_once_and_training_finishes(tmp_path, shapes_dir):
-    result = _train_with_nan(shapes_dir, tmp_path / 'train', '8')
-    _assert_rolled_back_once_and_finished(result, tmp_path / 'train')
+def test_one_nan_batch_is_rolled_back_once_exactly_and_training_finishes(tmp_path,
+                                                                          shapes_dir):
+    # The diverged call (steps 7-9) read batches 7-9.
+    _assert_rolled_back_once_exactly(tmp_path, shapes_dir, '8', '7,8,9')
 
 
 def test_nan_batches_past_the_retries_stop_in_one_line(tmp_path, shapes_dir):
@@ -68,7 +86,7 @@ def test_nan_batches_past_the_retries_stop_in_one_line(tmp_path, shapes_dir):
         'model.ckpt-6; lower --learning_rate (or check the input data) and train again.')
 
 
-def test_two_clones_roll_back_once_and_finish(tmp_path, shapes_dir):
-    result = _train_with_nan(shapes_dir, tmp_path / 'train', '15', '--num_clones=2',
-                             '--clone_on_cpu')
-    _assert_rolled_back_once_and_finished(result, tmp_path / 'train')
+def test_two_clones_roll_back_once_exactly_and_finish(tmp_path, shapes_dir):
+    # Each step reads a batch per clone: the diverged call (steps 7-9) read 13-18.
+    _assert_rolled_back_once_exactly(tmp_path, shapes_dir, '15', '13,14,15,16,17,18',
+                                     '--num_clones=2', '--clone_on_cpu')
