@@ -55,11 +55,13 @@ def test_multi_worker_matches_one_process_on_the_concatenated_batches(tmp_path):
                                    rtol=0, atol=1e-4)
         # ...while training moved the weights far more than that.
         assert np.abs(weights['reference'][name] - initial[name]).max() > 1e-2
-    # Only the chief writes checkpoints and summaries.
+    # Only the chief writes checkpoints and summaries; each worker its input position.
     chief_files = {p.name for p in (tmp_path / 'train0').iterdir()}
     assert 'model.ckpt-4.index' in chief_files
     assert any(name.startswith('events.out.tfevents') for name in chief_files)
-    assert not (tmp_path / 'train1').exists() or not any((tmp_path / 'train1').iterdir())
+    assert {p.name for p in (tmp_path / 'train1').iterdir()} == {'input_positions'}
+    assert (tmp_path / 'train1' / 'input_positions' / 'worker-1-of-2'
+            / 'position-4.index').exists()
 
 
 # --- Asynchronous parameter servers, through the training script. ---
