@@ -2,6 +2,7 @@
 lines of a log, the final checkpoint's sync-replicas counters and model variables
 (TensorFlow imported here only, quietly, as the scripts import it), the summary."""
 import importlib
+import os
 import re
 import signal
 import sys
@@ -24,7 +25,15 @@ def _checkpoint_reader(train_dir):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     for signum, handler in handlers.items():  # startup sets its own
         signal.signal(signum, handler)
-    return tf.train.load_checkpoint(tf.train.latest_checkpoint(str(train_dir)))
+    # The C++ runtime's notices at its first op (oneDNN's, absl's) are not ours to print.
+    with open(os.devnull, 'w') as devnull:
+        saved = os.dup(2)
+        os.dup2(devnull.fileno(), 2)
+        try:
+            return tf.train.load_checkpoint(tf.train.latest_checkpoint(str(train_dir)))
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def sync_counters(train_dir, aggregate: int) -> dict:
