@@ -193,6 +193,10 @@ def wait_for_reads(group, name, count, timeout=180):
         time.sleep(0.1)
 
 
+def both_read(group):
+    return reads(group, 'consumer0') + reads(group, 'consumer1')
+
+
 def id_counts(out):
     return collections.Counter(json.loads(out.read_text())['ids'])
 
@@ -200,33 +204,41 @@ def id_counts(out):
 @pytest.mark.slow
 def test_a_dispatcher_killed_and_restarted_mid_epoch_loses_and_repeats_nothing(
         tmp_path, ids_data):
-    """kill -9 of the dispatcher in the 2nd of 3 epochs, restarted 3 s later on the same
-    port and work_dir: the consumer (never restarted) reads every id once per epoch."""
+    """Two consumers of one job, two data workers; kill -9 of the dispatcher in the 2nd of
+    3 epochs, restarted 3 s later on the same port and work_dir: the consumers (never
+    restarted) read every id once per epoch between them."""
     ports = free_ports(3)
     address = f'grpc://127.0.0.1:{ports[0]}'
-    out = tmp_path / 'consumer.json'
+    outs = [tmp_path / f'consumer{index}.json' for index in range(2)]
     with processes(tmp_path) as group:
         start_dispatcher(group, address, tmp_path / 'journal')
         for index, port in enumerate(ports[1:]):
             start_data_worker(group, address, port, f'data_worker{index}')
         started = time.monotonic()
-        group.start('consumer', [CONSUMER, ids_data, address, out, 0, 1, EPOCHS, 0.05])
-        wait_for_reads(group, 'consumer', NUM_FILES * PER_FILE * 3 // 2)
+        for index, out in enumerate(outs):
+            group.start(f'consumer{index}', [CONSUMER, ids_data, address, out, index, 2,
+                                             EPOCHS, 0.05])
+        deadline = time.monotonic() + 180
+        while both_read(group) < 3 * NUM_FILES * PER_FILE // 2:
+            assert time.monotonic() < deadline, group.log('consumer0')[-3000:]
+            time.sleep(0.1)
         group.kill('dispatcher')
         group.children['dispatcher'].wait(timeout=30)
-        at_kill = reads(group, 'consumer')
+        at_kill = both_read(group)
         time.sleep(3)
         start_dispatcher(group, address, tmp_path / 'journal', name='dispatcher_again')
         assert 'resuming from its journal' in group.log('dispatcher_again')
-        assert group.wait('consumer', 240) == 0, group.log('consumer')[-3000:]
+        for index in range(2):
+            assert group.wait(f'consumer{index}', 240) == 0, group.log(f'consumer{index}')
         elapsed = time.monotonic() - started
-        consumer_log = group.log('consumer')
-    counts = id_counts(out)
+        errors = [lines_with_error(group.log(f'consumer{index}')) for index in range(2)]
+    counts = id_counts(outs[0]) + id_counts(outs[1])
     assert sorted(counts) == list(range(NUM_FILES * PER_FILE))
     assert set(counts.values()) == {EPOCHS}, {i: n for i, n in counts.items() if n != EPOCHS}
     assert NUM_FILES * PER_FILE < at_kill < 2 * NUM_FILES * PER_FILE
-    assert not lines_with_error(consumer_log), consumer_log[-3000:]
-    print(f'dispatcher killed after {at_kill} ids; {EPOCHS} epochs read in {elapsed:.1f} s')
+    assert errors == [[], []], errors
+    print(f'dispatcher killed after {at_kill} ids; {EPOCHS} epochs read in {elapsed:.1f} s; '
+          f'ids per consumer: {[sum(id_counts(out).values()) for out in outs]}')
 
 
 @pytest.mark.slow
