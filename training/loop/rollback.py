@@ -10,8 +10,8 @@ controller's actions: no log line, summary or checkpoint of diverged weights.
 
 "In a row": rollbacks with no checkpoint saved at or past the latest step that diverged
 in between (the rerun of the diverged call reaching its step is past the trouble); such
-a save restarts the count. After --divergence_retries of them, or with
-no checkpoint to go back to, training stops with the one line of a diverged run.
+a save restarts the count. After --divergence_retries of them, or with no checkpoint to
+go back to, training stops with the one line of a diverged run.
 
 Modes: one device and clones restore in this process. Multi-worker all-reduce: the
 workers agree after each call whether any of them diverged (one small all-reduce), so
@@ -108,7 +108,7 @@ def restorer(checkpoint: tf.train.Checkpoint) -> Callable[[str], None]:
             checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
         except (AssertionError, ValueError, tf.errors.OpError) as error:
             raise TrainingDiverged(
-                f'The loss diverged and rolling back to {path} failed '
+                f'Training diverged and rolling back to {path} failed '
                 f'({tensorflow_reason(error)}); lower --learning_rate (or check the input '
                 'data) and train again from the last good checkpoint.') from None
     return restore
