@@ -138,6 +138,8 @@ def test_an_interrupted_worker_then_a_restarted_cluster_ends_bit_identical(
         _start_cluster(group, shapes_data, train_dir, '_restarted')
         _finish_cluster(group, '_restarted')
         logs = [group.log(f'worker{task}_restarted') for task in (0, 1)]
+    assert ('input position: saved with each checkpoint, each worker its own iterator\'s '
+            '(<train_dir>/input_positions/)') in logs[0]
     # No newer checkpoint was written before the kill (a stop saves the step it stops
     # at): the restart resumed from it.
     assert re.search(rf'Resumed from .*model\.ckpt-{checkpoint} at step', logs[0]), logs[0]

@@ -8,6 +8,8 @@ import pytest
 import tensorflow as tf
 
 from deployment import input_positions
+from deployment import plan as plan_lib
+from deployment.model_deploy import MULTI_WORKER, PARAMETER_SERVER
 from deployment.agreement import CallPlan, _step_from_parts, _step_parts
 
 
@@ -171,3 +173,16 @@ def test_the_last_step_is_written_after_its_call_and_again_after_a_rollback(tmp_
     restarted.step = 10
     assert restarted.positions.restore()
     assert restarted.read(2) == worker.read(2)
+
+
+def test_the_plan_says_where_the_position_is_saved_in_each_mode():
+    line = plan_lib._input_position  # pylint: disable=protected-access
+    assert line(MULTI_WORKER, True, False, clustered=True).startswith(
+        'saved with each checkpoint, each worker its own iterator\'s '
+        '(<train_dir>/input_positions/)')
+    assert line(MULTI_WORKER, False, False, clustered=True).startswith(
+        'not checkpointed (--nocheckpoint_input_position')
+    assert line(MULTI_WORKER, False, True, clustered=True).startswith(
+        'not checkpointed (the tf.data service\'s job holds it')
+    assert line(PARAMETER_SERVER, True, False, clustered=True).startswith(
+        'not checkpointed (each worker\'s iterator is its own')
