@@ -141,7 +141,7 @@ def _bounded(call, address: str, wait_secs: float):
 def register(dataset: tf.data.Dataset, service: ServiceConfig, dataset_id: str) -> str:
     """Registers dataset under dataset_id (kept if already there: the first training
     worker's registration serves them all); returns the id. Then watches the service
-    for the rest of the process (see watch)."""
+    for the rest of the process (data_service_watch.watch)."""
     wait_for_dispatcher(service.address, service.wait_secs, 'the training input')
 
     def call():
@@ -164,7 +164,7 @@ def register(dataset: tf.data.Dataset, service: ServiceConfig, dataset_id: str) 
     # Reading blocks inside TensorFlow while the dispatcher is away (for an hour) or no
     # data worker serves (for ever): the watchdog bounds both.
     data_service_watch.watch(service.address, service.wait_secs,
-                             lambda line: _fault_handler(line))
+                             lambda line: _fault_handler(line))  # the one set by then
     return registered
 
 
@@ -261,7 +261,7 @@ def serve_worker(dispatcher_address: str, worker_address: Optional[str],
     # ends it in one line (TensorFlow would retry for an hour).
     data_service_watch.watch(dispatcher, wait_secs,
                              lambda line: (faults.append(line), stop.set()),
-          need_data_workers=False)
+                             need_data_workers=False)
     tasks = [0]
 
     def log_tasks():  # the work the dispatcher gives it, e.g. again after a restart

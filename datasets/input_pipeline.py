@@ -18,8 +18,9 @@ the iterator's checkpointed state, so a resumed run augments as the uninterrupte
 
 With InputConfig.data_service, the whole pipeline up to the batches runs on the tf.data
 service's data workers (datasets.data_service): no per-worker shard (the dispatcher
-hands out the files), examples keyed with a random salt as well (each data worker
-numbers its own from 0), and the input position is not checkpointable.
+hands out the files, in order, one pass; each training worker repeats it), examples
+keyed with a random salt as well (each data worker numbers its own from 0), and the
+input position is not checkpointable.
 """
 import dataclasses
 import functools
