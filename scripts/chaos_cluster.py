@@ -253,6 +253,10 @@ class Chaos:
         all-reduce workers end with the chief."""
         others = [t for t in [*self.ps, *self.workers] if t.alive()]
         if self.args.num_ps:
+            # A worker restarted late may still be starting: a signal then would end it
+            # before it serves (exit 143), so wait until each one serves.
+            self._wait(lambda: all('Serving ' in t.log() for t in others), 120,
+                       'every restarted task serving')
             for task in others:
                 task.signal(signal.SIGTERM)
         self._wait(lambda: not any(t.alive() for t in others), 120, 'the other tasks exiting')
