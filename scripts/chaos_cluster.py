@@ -67,9 +67,6 @@ def fault_schedule(args, num_ps, num_workers):
     """[{kind, task, step, delay, ...}] drawn from --seed, in the order they fire."""
     rng = random.Random(args.seed)
     steps = args.max_number_of_steps
-    if args.worker_kills > num_workers - 1:
-        raise SystemExit(f'ERROR: --worker_kills={args.worker_kills} needs more than '
-                         f'{num_workers - 1} non-chief workers.')
     low, high = max(2, int(0.15 * steps)), max(3, int(0.7 * steps))
     faults = [{'kind': 'worker', 'task': task, 'step': step,
                'delay': round(rng.uniform(1.0, 6.0), 1)}
@@ -108,7 +105,8 @@ class Chaos:
         chief = [TRAIN, *hosts, '--job_name=worker', '--task=0', *training]
         critical = [f for f in faults if f['kind'] == 'worker_in_critical_section']
         if critical:
-            self.arm, self.marker = log_dir / 'critical_section.arm', log_dir / 'critical_section.marker'
+            self.arm = log_dir / 'critical_section.arm'
+            self.marker = log_dir / 'critical_section.marker'
             for stale in (self.arm, self.marker):
                 stale.unlink(missing_ok=True)
             chief = [FAULTY_CHIEF, f'--fault_worker={critical[0]["task"]}',
@@ -122,7 +120,8 @@ class Chaos:
         args = self.args
         flags = ['--dataset_name=shapes', f'--dataset_dir={args.dataset_dir}',
                  f'--model_name={args.model_name}', f'--batch_size={args.batch_size}',
-                 f'--train_dir={self.train_dir}', f'--max_number_of_steps={args.max_number_of_steps}',
+                 f'--train_dir={self.train_dir}',
+                 f'--max_number_of_steps={args.max_number_of_steps}',
                  '--log_every_n_steps=1', f'--save_interval_secs={args.save_interval_secs}',
                  f'--seed={args.seed}']
         if args.compare_uninterrupted:  # the same seed, and the same order of reading
@@ -375,6 +374,12 @@ def parse_args(argv=None):
         args.worker_kills = 1 if args.mode == 'all_reduce' else 4
     if (args.mode == 'all_reduce') != (args.num_ps == 0):
         parser.error('all_reduce runs without ps tasks, the other modes with some.')
+    if not 0 <= args.worker_kills < args.num_workers:
+        parser.error(f'--worker_kills={args.worker_kills}: there are {args.num_workers - 1} '
+                     'non-chief workers to kill.')
+    if args.max_number_of_steps < 20:
+        parser.error('--max_number_of_steps must be at least 20: the faults land between '
+                     '15 % and 70 % of the run.')
     if args.fault_in_critical_section and args.mode != 'sync_replicas':
         parser.error('--fault_in_critical_section is for --mode=sync_replicas.')
     log_dir = pathlib.Path(args.log_dir)
