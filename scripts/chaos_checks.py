@@ -1,13 +1,17 @@
 """What scripts/chaos_cluster.py checks and prints once its cluster is done: the error
 lines of a log, the final checkpoint's sync-replicas counters and model variables
-(TensorFlow imported here only, quietly, as the scripts import it), the summary."""
+(TensorFlow imported here only, quietly, as the scripts import it), its evaluation,
+the summary."""
 import importlib
 import os
 import re
 import signal
+import subprocess
 import sys
 
-from chaos_tasks import ROOT
+from chaos_tasks import ROOT, Task
+
+EVAL = ROOT / 'eval_image_classifier.py'
 
 
 def error_lines(log: str):
@@ -53,6 +57,20 @@ def model_variables(train_dir) -> dict:
     reader = _checkpoint_reader(train_dir)
     return {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()
             if key.startswith('model/')}
+
+
+def evaluate(args, train_dir, log_dir) -> int:
+    """eval_image_classifier.py once on the final checkpoint; its exit status."""
+    task = Task('eval', [EVAL, '--dataset_name=shapes', f'--dataset_dir={args.dataset_dir}',
+                         '--dataset_split_name=validation', f'--model_name={args.model_name}',
+                         f'--checkpoint_path={train_dir}', f'--eval_dir={log_dir / "eval"}'],
+                log_dir)
+    task.start()
+    try:
+        return task.process.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        task.signal()
+        return -1
 
 
 def print_summary(summary):

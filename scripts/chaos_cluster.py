@@ -41,15 +41,14 @@ import random
 import re
 import shlex
 import signal
-import subprocess
 import sys
 import time
 
-from chaos_checks import error_lines, model_variables, print_summary, sync_counters
+from chaos_checks import (error_lines, evaluate, model_variables, print_summary,
+                          sync_counters)
 from chaos_tasks import ROOT, MemorySampler, Task, free_ports
 
 TRAIN = ROOT / 'train_image_classifier.py'
-EVAL = ROOT / 'eval_image_classifier.py'
 FAULTY_CHIEF = ROOT / 'tests' / 'helpers' / 'run_chief_with_critical_section_fault.py'
 MODES = {'sync_replicas': (2, 10), 'async_ps': (2, 8), 'all_reduce': (0, 4)}
 STEP = re.compile(r'global step (\d+):')
@@ -276,20 +275,6 @@ class Chaos:
                         re.match(p, line) for p, line in zip(expected, lines)):
                     problems.append(f'{run["log"].name}: {lines[:4]}')
         return problems
-
-
-def evaluate(args, train_dir, log_dir) -> int:
-    """eval_image_classifier.py once on the final checkpoint; its exit status."""
-    task = Task('eval', [EVAL, '--dataset_name=shapes', f'--dataset_dir={args.dataset_dir}',
-                         '--dataset_split_name=validation', f'--model_name={args.model_name}',
-                         f'--checkpoint_path={train_dir}', f'--eval_dir={log_dir / "eval"}'],
-                log_dir)
-    task.start()
-    try:
-        return task.process.wait(timeout=300)
-    except subprocess.TimeoutExpired:
-        task.signal()
-        return -1
 
 
 def run_chaos(args) -> dict:
