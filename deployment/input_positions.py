@@ -134,12 +134,22 @@ class WorkerInputPositions:
             self.write(step)
 
     def write(self, step: int):
+        """Writes the position of `step`; a failed write (disk full, I/O) is one
+        warning, and a resume from that step reads a fresh shuffle on this worker."""
         prefix = position_prefix(self.directory, step)
         # A rewrite of the step (a resumed run passing it again) removes the old files
         # first: a write cut short then leaves no .index, never a mix of two.
         self._remove(step)
-        tf.io.gfile.makedirs(self.directory)
-        self._checkpoint.write(prefix)
+        try:
+            tf.io.gfile.makedirs(self.directory)
+            self._checkpoint.write(prefix)
+        except (tf.errors.OpError, OSError) as error:
+            self._remove(step)
+            logging.warning('Could not write worker %d\'s input position of step %d to %s '
+                            '(%s); training goes on, and a resume from that step reads '
+                            'a fresh shuffle on this worker.', self.worker, step,
+                            self.directory, tensorflow_reason(error)[:200])
+            return
         self.written = step
         self._prune(step)
 
@@ -152,9 +162,14 @@ class WorkerInputPositions:
             self._remove(step)
 
     def _remove(self, step: int):
+        """The files of a step's position, and the temporary folder of a write cut
+        short."""
         prefix = position_prefix(self.directory, step)
-        for path in tf.io.gfile.glob(prefix + '.*'):
+        for path in tf.io.gfile.glob(prefix + '.*') + tf.io.gfile.glob(prefix + '_temp*'):
             try:
-                tf.io.gfile.remove(path)
+                if tf.io.gfile.isdir(path):
+                    tf.io.gfile.rmtree(path)
+                else:
+                    tf.io.gfile.remove(path)
             except (tf.errors.OpError, OSError) as error:
                 logging.warning('Could not remove %s: %s', path, error)

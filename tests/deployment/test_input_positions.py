@@ -186,3 +186,29 @@ def test_the_plan_says_where_the_position_is_saved_in_each_mode():
         'not checkpointed (the tf.data service\'s job holds it')
     assert line(PARAMETER_SERVER, True, False, clustered=True).startswith(
         'not checkpointed (each worker\'s iterator is its own')
+
+
+def test_a_failed_write_is_one_warning_and_training_goes_on(tmp_path, caplog):
+    (tmp_path / 'input_positions').write_text('a file where the folder goes')
+    worker = _Worker(tmp_path)
+    worker.step = 4
+    with caplog.at_level(std_logging.INFO):
+        worker.positions.write(4)
+    assert worker.positions.written is None  # nothing written
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == 'WARNING']
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "Could not write worker 1's input position of step 4 to "), warnings
+    assert warnings[0].endswith('a resume from that step reads a fresh shuffle on this '
+                                'worker.')
+
+
+def test_a_write_cut_short_leaves_nothing_a_rewrite_would_mix_with(tmp_path):
+    worker = _Worker(tmp_path)
+    directory = tmp_path / 'input_positions' / 'worker-1-of-2'
+    directory.mkdir(parents=True)
+    (directory / 'position-6_temp').mkdir()  # a write killed before it merged
+    (directory / 'position-6_temp' / 'part-00000-of-00001.index').write_text('x')
+    worker.step = 6
+    worker.positions.write(6)
+    assert sorted(p.name for p in directory.iterdir()) == [
+        'position-6.data-00000-of-00001', 'position-6.index']
