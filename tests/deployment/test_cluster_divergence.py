@@ -1,9 +1,10 @@
 """Divergence rollback in a cluster on 127.0.0.1, through the script, lenet on shapes with
 bad batches planted by tests/helpers/run_training_with_nan.py.
 
-Multi-worker all-reduce, two workers, the bad batch in worker 1's input only. A huge batch at the end of a call puts worker
-1's own loss far above --loss_upper_bound while worker 0's stays fine: the workers'
-agreement makes both roll back at that call, to the chief's checkpoint, and both finish.
+Multi-worker all-reduce, two workers, the bad batch in worker 1's input only. A huge
+batch at the end of a call puts worker 1's own loss far above --loss_upper_bound while
+worker 0's stays fine: the workers' agreement makes both roll back at that call, to the
+chief's checkpoint, and both finish.
 NaN batches past --divergence_retries stop both in one line each.
 
 Asynchronous parameter servers, 1 ps + 2 workers: the chief's input_fn gives each worker

@@ -32,7 +32,8 @@ def shapes_dir(tmp_path_factory):
 def _train_with_nan(data, train_dir, nan_batches, *extra, skip=None):
     # A checkpoint after every call of 3 steps: batch 8 diverges the call of steps 7-9.
     command = [sys.executable, str(HELPER), f'--nan_batches={nan_batches}',
-               *([f'--skip_batches={skip}'] if skip else []), '--dataset_name=shapes', f'--dataset_dir={data}', '--model_name=lenet',
+               *([f'--skip_batches={skip}'] if skip else []), '--dataset_name=shapes',
+               f'--dataset_dir={data}', '--model_name=lenet',
                f'--train_dir={train_dir}', '--batch_size=4', '--optimizer=sgd', '--seed=3',
                f'--max_number_of_steps={MAX_STEPS}', '--steps_per_loop=3',
                '--save_interval_secs=0', '--log_every_n_steps=3', *extra]
