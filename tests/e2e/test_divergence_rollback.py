@@ -87,6 +87,7 @@ def test_nan_batches_past_the_retries_stop_in_one_line(tmp_path, shapes_dir):
         'model.ckpt-6; lower --learning_rate (or check the input data) and train again.')
 
 
+@pytest.mark.slow  # ~6 s; make test rolls back on one device
 def test_two_clones_roll_back_once_exactly_and_finish(tmp_path, shapes_dir):
     # Each step reads a batch per clone: the diverged call (steps 7-9) read 13-18.
     _assert_rolled_back_once_exactly(tmp_path, shapes_dir, '15', '13,14,15,16,17,18',
