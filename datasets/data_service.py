@@ -264,11 +264,11 @@ def serve_worker(dispatcher_address: str, worker_address: Optional[str],
                              need_data_workers=False)
     tasks = [0]
 
-    def log_tasks():  # the work the dispatcher gives it, e.g. again after a restart
+    def log_tasks():  # whether the dispatcher gives it work, e.g. again after a restart
         count = server._num_tasks()  # pylint: disable=protected-access
-        if count != tasks[0]:
+        if bool(count) != bool(tasks[0]):  # (one task per epoch: not each change)
             logging.info('The %s has %d task(s).', what, count)
-            tasks[0] = count
+        tasks[0] = count
 
     _serve_until_stopped(server, what, stop, log_tasks)
     if faults:
