@@ -336,25 +336,31 @@ def test_a_dispatcher_without_a_work_dir_is_one_line():
     assert '--job_name=data_dispatcher needs --data_service_work_dir=DIR' in line
 
 
-def test_no_data_worker_ever_joining_is_one_line_after_the_wait(tmp_path, ids_data):
-    """A dispatcher, no data worker: the consumer ends in the watchdog's line."""
+def test_no_data_worker_ever_joining_is_one_line_after_the_wait(tmp_path):
+    """A dispatcher, no data worker: training (the script) ends in the watchdog's line,
+    through the script's guard, and nothing else on stderr."""
+    data = tmp_path / 'shapes'
+    testing_utils.write_small_shapes(str(data), num_train=8, num_validation=4)
     with processes(tmp_path) as group:
         address = f'grpc://127.0.0.1:{free_ports(1)[0]}'
         start_dispatcher(group, address, tmp_path / 'journal')
         start = time.monotonic()
-        group.start('consumer', [CONSUMER, ids_data, address, tmp_path / 'c.json', 0, 1, 1,
-                                 0, 3])
-        assert group.wait('consumer', 120) == 1, group.log('consumer')[-3000:]
+        result = run_script(
+            'train_image_classifier.py', f'--data_service_address={address}',
+            '--wait_for_data_service_secs=3', '--dataset_name=shapes', f'--dataset_dir={data}',
+            '--model_name=lenet', f'--train_dir={tmp_path / "t"}', '--max_number_of_steps=5',
+            timeout=120)
         elapsed = time.monotonic() - start
-        errors = lines_with_error(group.log('consumer'))
-    assert errors == [f'ERROR: No data worker joined the tf.data service at {address} for '
-                      '3 s (--wait_for_data_service_secs); start one: '
-                      'train_image_classifier.py --job_name=data_worker '
-                      f'--data_service_address={address} --data_worker_address=HOST:PORT.']
+    line = _one_error_line(result)
+    assert line == (f'ERROR: No data worker joined the tf.data service at {address} for 3 s '
+                    '(--wait_for_data_service_secs); start one: train_image_classifier.py '
+                    f'--job_name=data_worker --data_service_address={address} '
+                    '--data_worker_address=HOST:PORT.')
+    assert lines_with_error(result.stderr) == [line], result.stderr[-3000:]
+    assert not (tmp_path / 't' / 'training.lock').exists()  # released on the way out
     assert elapsed < 60
 
 
-@pytest.mark.slow  # ~9 s (a wait run out); make test keeps no_data_worker_ever_joining
 def test_a_dispatcher_gone_for_longer_than_the_wait_is_one_line(tmp_path, ids_data):
     """The dispatcher killed mid-run and not restarted: the consumer and the data worker
     each end in one line after --wait_for_data_service_secs, not TensorFlow's hour."""
