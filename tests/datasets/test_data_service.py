@@ -361,6 +361,7 @@ def test_no_data_worker_ever_joining_is_one_line_after_the_wait(tmp_path):
     assert elapsed < 60
 
 
+@pytest.mark.slow  # ~9 s (a wait run out); make test keeps no_data_worker_ever_joining
 def test_a_dispatcher_gone_for_longer_than_the_wait_is_one_line(tmp_path, ids_data):
     """The dispatcher killed mid-run and not restarted: the consumer and the data worker
     each end in one line after --wait_for_data_service_secs, not TensorFlow's hour."""
