@@ -50,7 +50,8 @@ def test_sigterm_twice_to_every_task_saves_the_step_reached_and_all_exit_0(
     train_dir = tmp_path / 'train'
     training = ['--dataset_name=shapes', f'--dataset_dir={shapes_data}',
                 '--model_name=cifarnet', '--batch_size=4', f'--train_dir={train_dir}',
-                '--log_every_n_steps=5', '--save_interval_secs=3600']
+                '--log_every_n_steps=5', '--save_interval_secs=3600',
+                '--wait_for_chief_secs=3']  # the rerun's servers leave soon after it
     tasks = _tasks(mode)
     with processes(tmp_path) as group:
         _start(group, tasks, [*training, '--max_number_of_steps=100000'])
