@@ -181,7 +181,7 @@ class Chaos:
         task.signal()
         fault['steps_redone'] = 0  # nothing restored: the others train on
         if self.args.mode == 'all_reduce':
-            return self._restart_all_reduce(fault)
+            return self._restart_all_reduce(fault, killed=task)
         self.restarts.append((time.monotonic() + fault['delay'], task))
 
     def _kill_ps(self, fault):
@@ -197,9 +197,10 @@ class Chaos:
         self.chief.start()
         fault['steps_redone'] = reached - self._resumed_step()
 
-    def _restart_all_reduce(self, fault):
+    def _restart_all_reduce(self, fault, killed):
         reached = self._chief_step()
-        survivors = [t for t in [self.chief, *self.workers] if t.alive()]
+        # Every other worker, alive or not: one may have stopped with its line already.
+        survivors = [t for t in [self.chief, *self.workers] if t is not killed]
         for task in survivors:
             task.runs[-1]['expected'] = [WORKER_STOPPED]
         self._wait(lambda: not any(t.alive() for t in survivors), 180,
