@@ -51,3 +51,18 @@ def set_aside(path: str, suffix: str) -> str:
         candidate = f'{path}{suffix}-{number}'
     os.rename(path, candidate)
     return candidate
+
+
+def remove_all(paths) -> None:
+    """Removes each file or directory tree in `paths` (local or remote); one that cannot
+    be removed is a warning, not an error: leftovers of a failed or pruned save."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    from absl import logging  # pylint: disable=import-outside-toplevel
+    for path in paths:
+        try:
+            if tf.io.gfile.isdir(path):
+                tf.io.gfile.rmtree(path)
+            else:
+                tf.io.gfile.remove(path)
+        except (tf.errors.OpError, OSError) as error:
+            logging.warning('Could not remove %s: %s', path, error)

@@ -25,6 +25,7 @@ from typing import Callable, Iterable, List, Optional
 import tensorflow as tf
 from absl import logging
 
+from core import paths
 from core.errors import tensorflow_reason
 from deployment.agreement import CallPlan
 
@@ -165,11 +166,4 @@ class WorkerInputPositions:
         """The files of a step's position, and the temporary folder of a write cut
         short."""
         prefix = position_prefix(self.directory, step)
-        for path in tf.io.gfile.glob(prefix + '.*') + tf.io.gfile.glob(prefix + '_temp*'):
-            try:
-                if tf.io.gfile.isdir(path):
-                    tf.io.gfile.rmtree(path)
-                else:
-                    tf.io.gfile.remove(path)
-            except (tf.errors.OpError, OSError) as error:
-                logging.warning('Could not remove %s: %s', path, error)
+        paths.remove_all(tf.io.gfile.glob(prefix + '.*') + tf.io.gfile.glob(prefix + '_temp*'))

@@ -6,6 +6,7 @@ from typing import Iterable, List, Mapping, Optional
 import tensorflow as tf
 from absl import logging
 
+from core import paths
 from core.errors import UsageError, tensorflow_reason
 from core.naming import slim_name
 from training.checkpoints.restore import EMA_KEY, OBJECT_GRAPH_KEY, plan_restore
@@ -114,11 +115,4 @@ def remove_partial_save(train_dir: str, step: int, checkpoint_name: str = 'model
     """Removes what a failed save of `step` wrote: its temporary folder and any of its
     files (the checkpoint state file was not updated, so nothing refers to them)."""
     prefix = tf.io.gfile.join(train_dir, f'{checkpoint_name}-{step}')
-    for path in tf.io.gfile.glob(prefix + '.*') + tf.io.gfile.glob(prefix + _TEMP_SUFFIX):
-        try:
-            if tf.io.gfile.isdir(path):
-                tf.io.gfile.rmtree(path)
-            else:
-                tf.io.gfile.remove(path)
-        except (tf.errors.OpError, OSError) as error:
-            logging.warning('Could not remove %s: %s', path, error)
+    paths.remove_all(tf.io.gfile.glob(prefix + '.*') + tf.io.gfile.glob(prefix + _TEMP_SUFFIX))
