@@ -12,9 +12,7 @@ import re
 import signal
 import time
 
-import numpy as np
 import pytest
-import tensorflow as tf
 
 from helpers import testing_utils
 from helpers.cluster_processes import TRAIN, free_ports, lines_with_error, processes
@@ -32,20 +30,6 @@ def shapes_data(tmp_path_factory):
     directory = tmp_path_factory.mktemp('shapes')
     testing_utils.write_small_shapes(str(directory), num_train=48, num_validation=4)
     return directory
-
-
-def _weights(train_dir):
-    """The model's, optimizer's and dropout generator's variables at MAX_STEPS."""
-    reader = tf.train.load_checkpoint(str(train_dir))
-    assert reader.get_tensor('global_step/.ATTRIBUTES/VARIABLE_VALUE') == MAX_STEPS
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if name.startswith(('model/', 'optimizer/', 'random_generator/'))}
-
-
-def _assert_identical(expected, actual):
-    assert expected.keys() == actual.keys() and len(expected) >= 8
-    for name, value in expected.items():
-        np.testing.assert_array_equal(actual[name], value, err_msg=name)
 
 
 def _worker_command(data, train_dir, task, ports):
@@ -121,7 +105,7 @@ def uninterrupted(tmp_path_factory, shapes_data):
     with processes(directory) as group:
         _start_cluster(group, shapes_data, directory / 'train', '')
         _finish_cluster(group, '')
-    return _weights(directory / 'train')
+    return testing_utils.trained_state(directory / 'train', MAX_STEPS)
 
 
 @pytest.mark.slow
@@ -149,4 +133,5 @@ def test_an_interrupted_worker_then_a_restarted_cluster_ends_bit_identical(
         assert not lines_with_error(log), log[-3000:]
         # The last step's too (no agreement after it): raising the limit reads on.
         assert _position(train_dir, task, MAX_STEPS).exists()
-    _assert_identical(uninterrupted, _weights(train_dir))
+    testing_utils.assert_bit_identical(uninterrupted,
+                                       testing_utils.trained_state(train_dir, MAX_STEPS))

@@ -12,7 +12,6 @@ import sys
 
 import numpy as np
 import pytest
-import tensorflow as tf
 from helpers import testing_utils
 from helpers.scripts import ROOT
 
@@ -43,13 +42,6 @@ def _train_with_nan(data, train_dir, nan_batches, *extra, skip=None):
                           timeout=300)
 
 
-def _final_state(train_dir):
-    reader = tf.train.load_checkpoint(str(train_dir))
-    assert reader.get_tensor('global_step/.ATTRIBUTES/VARIABLE_VALUE') == MAX_STEPS
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if name.startswith(('model/', 'optimizer/', 'random_generator/'))}
-
-
 def _assert_rolled_back_once_exactly(tmp_path, data, nan_batch, read_by_the_call, *extra):
     """One rollback line, training finishes, and the final state equals the reference
     run's to the bit."""
@@ -61,11 +53,10 @@ def _assert_rolled_back_once_exactly(tmp_path, data, nan_batch, read_by_the_call
     reference = _train_with_nan(data, tmp_path / 'reference', '', '--deterministic',
                                 *extra, skip=read_by_the_call)
     assert reference.returncode == 0, reference.stderr[-3000:]
-    expected, state = _final_state(tmp_path / 'reference'), _final_state(tmp_path / 'train')
-    assert expected.keys() == state.keys() and len(state) >= 8
-    for name, value in expected.items():
-        assert np.isfinite(state[name]).all(), name
-        np.testing.assert_array_equal(state[name], value, err_msg=name)
+    expected, state = (testing_utils.trained_state(tmp_path / name, MAX_STEPS)
+                       for name in ('reference', 'train'))
+    assert all(np.isfinite(value).all() for value in state.values())
+    testing_utils.assert_bit_identical(expected, state)
 
 
 def test_one_nan_batch_is_rolled_back_once_exactly_and_training_finishes(tmp_path,

@@ -16,9 +16,7 @@ import sys
 import threading
 import time
 
-import numpy as np
 import pytest
-import tensorflow as tf
 from helpers import testing_utils
 from helpers.scripts import ROOT, TRAIN
 
@@ -74,19 +72,6 @@ def _kill_after_progress(command, rng, timeout=300):
     return process.wait(timeout=30) == 0
 
 
-def _weights(train_dir):
-    reader = tf.train.load_checkpoint(str(train_dir))
-    assert reader.get_tensor('global_step/.ATTRIBUTES/VARIABLE_VALUE') == MAX_STEPS
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if name.startswith(('model/', 'optimizer/', 'random_generator/'))}
-
-
-def _assert_identical(expected, actual):
-    assert expected.keys() == actual.keys() and len(expected) >= 8
-    for name, value in expected.items():
-        np.testing.assert_array_equal(actual[name], value, err_msg=name)
-
-
 def _check_reproducible(tmp_path, data, model_name, image_size, extra=(), kills=3):
     """Two uninterrupted runs side by side, then one killed `kills` times and resumed:
     all three end bit-identical."""
@@ -104,9 +89,10 @@ def _check_reproducible(tmp_path, data, model_name, image_size, extra=(), kills=
                              timeout=600, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert 'Traceback' not in resumed.stderr, resumed.stderr[-3000:]
-    expected = _weights(tmp_path / 'first')
-    _assert_identical(expected, _weights(tmp_path / 'second'))
-    _assert_identical(expected, _weights(tmp_path / 'killed'))
+    expected = testing_utils.trained_state(tmp_path / 'first', MAX_STEPS)
+    for run in ('second', 'killed'):
+        testing_utils.assert_bit_identical(
+            expected, testing_utils.trained_state(tmp_path / run, MAX_STEPS))
 
 
 def test_cifarnet_runs_and_a_killed_run_end_bit_identical(tmp_path, shapes_dir):

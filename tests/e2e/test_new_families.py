@@ -45,20 +45,6 @@ def _check(result):
     return result
 
 
-def _state(train_dir):
-    """Every model, optimizer and random-generator value of the latest checkpoint."""
-    reader = tf.train.load_checkpoint(str(train_dir))
-    assert reader.get_tensor('global_step/.ATTRIBUTES/VARIABLE_VALUE') == STEPS
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if name.startswith(('model/', 'optimizer/', 'random_generator/'))}
-
-
-def _assert_identical(expected, actual):
-    assert expected.keys() == actual.keys() and len(expected) >= 8
-    for name, value in expected.items():
-        np.testing.assert_array_equal(actual[name], value, err_msg=name)
-
-
 # Batch norm's moving statistics after 4 steps are still near their initial values: an
 # untrained EfficientNetV2 then reaches logits of 1e4-1e5 in inference, where float32
 # rounding alone, through every squeeze-excite gate, parts the export from the model
@@ -95,7 +81,8 @@ def test_trains_resumes_exactly_evaluates_and_exports(tmp_path, small_shapes, mo
                                 f'--max_number_of_steps={STEPS}', timeout=600))
     assert f'global step {STEPS // 2 + 1}:' in resumed.stderr
     assert 'global step 1:' not in resumed.stderr
-    _assert_identical(_state(whole), _state(stopped))
+    testing_utils.assert_bit_identical(testing_utils.trained_state(whole, STEPS),
+                                       testing_utils.trained_state(stopped, STEPS))
 
     evals, export = tmp_path / 'eval', tmp_path / 'export'
     runs = _run_together({

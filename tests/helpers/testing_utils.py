@@ -114,3 +114,21 @@ def gradient_image(height, width):
     rows, cols = np.meshgrid(np.arange(height), np.arange(width), indexing="ij")
     return np.stack([rows * 200 // max(height - 1, 1), cols * 200 // max(width - 1, 1),
                      np.full_like(rows, 60)], axis=-1).astype(np.uint8)
+
+
+def trained_state(train_dir, at_step):
+    """Every model, optimizer and random-generator value of train_dir's latest
+    checkpoint, which must be of step at_step: what an exact resume must reproduce."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    reader = tf.train.load_checkpoint(str(train_dir))
+    assert reader.get_tensor('global_step/.ATTRIBUTES/VARIABLE_VALUE') == at_step
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if name.startswith(('model/', 'optimizer/', 'random_generator/'))}
+
+
+def assert_bit_identical(expected, actual):
+    """Two trained_state()s hold the same values to the bit (and enough of them)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    assert expected.keys() == actual.keys() and len(expected) >= 8
+    for name, value in expected.items():
+        np.testing.assert_array_equal(actual[name], value, err_msg=name)
