@@ -16,9 +16,10 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from core.errors import ClusterTaskFailed
 from deployment import (aggregation, collectives, device_input, input_positions,
                         model_deploy, runners)
-from deployment.agreement import CallPlan, CrossWorkerAgreement
+from deployment.agreement import LEAVE_TIMEOUT_SECS, CallPlan, CrossWorkerAgreement
 from deployment.model_deploy import MULTI_WORKER, PARAMETER_SERVER
 from deployment.steps import ReplicaSteps
 from deployment.sync_replicas_runner import SyncReplicasRunner
@@ -102,6 +103,25 @@ class DeploymentPlan:
         with runners.task_failures_named(self._all_reduce_cluster(),
                                          runners.RESTART_ALL_WORKERS):
             return self.agreement.agree(proposal)
+
+    def leave_together(self):
+        """After the last call: every worker of a multi-worker all-reduce waits for the
+        others to finish theirs before going on (to the chief's final save, or to exit).
+        A worker that stops answering meanwhile, or none within LEAVE_TIMEOUT_SECS, ends
+        in one line."""
+        if not self.agreement:
+            return
+        cluster = self._all_reduce_cluster()
+        try:
+            self.agreement.leave_together()
+        except tf.errors.DeadlineExceededError:
+            raise ClusterTaskFailed(
+                f'A worker did not finish its last call within {LEAVE_TIMEOUT_SECS} s of '
+                f'the others; {runners.RESTART_ALL_WORKERS}') from None
+        except tf.errors.OpError as error:
+            raise ClusterTaskFailed(
+                f'{runners.describe_failed_task(error, cluster)} stopped answering at the '
+                f'end of training; {runners.RESTART_ALL_WORKERS}') from None
 
     def worker_input_positions(self, steps, *, train_dir: str,
                                latest_checkpoint: Callable[[], Optional[str]],

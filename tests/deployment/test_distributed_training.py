@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from helpers import testing_utils
-from helpers.cluster_processes import ROOT, free_ports, processes
+from helpers.cluster_processes import ROOT, free_ports, lines_with_error, processes
 HERE = pathlib.Path(__file__).resolve().parent.parent / 'helpers'
 
 
@@ -77,15 +77,18 @@ def shapes_data(tmp_path_factory):
     return directory
 
 
-def start_all_reduce_workers(group, shapes_data, train_dir, *flags, worker1_flags=()):
-    """Two workers, no ps, as the docs start them on two machines (here 127.0.0.1)."""
+def start_all_reduce_workers(group, shapes_data, train_dir, *flags, worker1_flags=(),
+                             chief_command=(TRAIN,)):
+    """Two workers, no ps, as the docs start them on two machines (here 127.0.0.1).
+    chief_command: the chief's script (and its own arguments) if not the user's."""
     ports = free_ports(2)
     hosts = f'--worker_hosts=127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}'
     for task in range(2):
         group.start(f'worker{task}', [
-            TRAIN, hosts, '--job_name=worker', f'--task={task}', '--dataset_name=shapes',
+            *(chief_command if task == 0 else (TRAIN,)), hosts, '--job_name=worker', f'--task={task}', '--dataset_name=shapes',
             f'--dataset_dir={shapes_data}', '--model_name=cifarnet',
             f'--train_dir={train_dir}', *flags, *(worker1_flags if task else ())])
+    return ports
 
 
 @pytest.mark.parametrize('worker1_flags', [
@@ -130,6 +133,58 @@ def test_a_sigterm_to_one_all_reduce_worker_stops_both_saved(tmp_path, shapes_da
     saved = re.findall(r'Saved checkpoint .*model\.ckpt-(\d+)\.', chief_log)
     assert saved and int(saved[-1]) >= 20, chief_log[-3000:]
     assert (train_dir / f'model.ckpt-{saved[-1]}.index').exists()
+
+
+@pytest.mark.slow
+def test_no_worker_leaves_before_every_worker_has_finished_its_last_call(tmp_path,
+                                                                        shapes_data):
+    """A worker's part of the last all-reduce can end before its peer has fetched its
+    last chunk from it: a worker that exited at once failed the slower one (1 run in 12
+    of scripts/run_local_cluster.sh on a loaded host). Here the chief reaches the end 3 s
+    after its last call, and worker 1 is still there when it does."""
+    arrival_file = tmp_path / 'chief_arrival'
+    chief = (HERE / 'run_training_slow_to_leave.py', '--leave_delay_secs=3',
+             f'--arrival_file={arrival_file}')
+    with processes(tmp_path) as group:
+        start_all_reduce_workers(group, shapes_data, tmp_path / 'train',
+                                 '--max_number_of_steps=4', chief_command=chief)
+        exits = {}
+        deadline = time.monotonic() + 180
+        while len(exits) < 2 and time.monotonic() < deadline:
+            for name in ('worker0', 'worker1'):
+                if name not in exits and group.children[name].poll() is not None:
+                    exits[name] = time.time()
+            time.sleep(0.05)
+        for name in ('worker0', 'worker1'):
+            assert group.wait(name, timeout=1) == 0, group.log(name)[-3000:]
+    assert exits['worker1'] >= float(arrival_file.read_text()), exits
+    assert (tmp_path / 'train' / 'model.ckpt-4.index').exists()
+
+
+@pytest.mark.slow
+def test_a_chief_killed_while_the_other_worker_waits_at_the_end_is_named(tmp_path,
+                                                                        shapes_data):
+    """Worker 1 has finished its last call and waits for the chief, which is killed:
+    worker 1 ends in one line naming it, within seconds."""
+    arrival_file = tmp_path / 'chief_arrival'
+    chief = (HERE / 'run_training_slow_to_leave.py', '--leave_delay_secs=120',
+             f'--arrival_file={arrival_file}')
+    with processes(tmp_path) as group:
+        ports = start_all_reduce_workers(group, shapes_data, tmp_path / 'train',
+                                         '--max_number_of_steps=4', chief_command=chief)
+        group.wait_for_log('worker1', r'global step 4: loss', timeout=180)
+        group.wait_for_log('worker0', r'global step 4: loss', timeout=30)
+        time.sleep(1)  # worker 1 reaches the meeting
+        group.kill('worker0')
+        started = time.monotonic()
+        assert group.wait('worker1', timeout=60) == 1
+        waited = time.monotonic() - started
+        log = group.log('worker1')
+    assert lines_with_error(log) == [
+        f'ERROR: worker task 0 (127.0.0.1:{ports[0]}) stopped answering at the end of '
+        'training; restart every worker with the same flags: training resumes from the '
+        'last checkpoint in --train_dir.'], log
+    assert waited < 30, waited
 
 
 def start_ps_cluster(group, num_ps, num_workers, wait_for_chief_secs=3):

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import testing_utils
+from core.errors import ClusterTaskFailed
 from deployment import aggregation, runners
 from deployment import plan as deployment_plan
 from deployment.steps import ReplicaSteps
@@ -32,6 +33,38 @@ def test_local_strategies_run_in_this_process():
         assert plan.agreement is None
         # Clones on one host all-reduce in memory: whole gradients.
         assert not plan.factors_weight_gradients
+
+
+class _TwoWorkers:
+    """A multi-worker strategy as far as leave_together looks: its cluster."""
+    class cluster_resolver:  # pylint: disable=invalid-name
+        @staticmethod
+        def cluster_spec():
+            return tf.train.ClusterSpec({'worker': ['127.0.0.1:5000', '127.0.0.1:5001']})
+
+
+class _LeavingFails:
+    def __init__(self, error):
+        self.error = error
+
+    def leave_together(self):
+        raise self.error
+
+
+@pytest.mark.parametrize('error, line', [
+    (tf.errors.UnavailableError(None, None, 'failed to connect to ipv4:127.0.0.1:5001'),
+     'worker task 1 (127.0.0.1:5001) stopped answering at the end of training; restart '
+     'every worker'),
+    (tf.errors.DeadlineExceededError(None, None, 'Barrier timed out'),
+     'A worker did not finish its last call within 600 s of the others; restart every'),
+])
+def test_workers_that_do_not_meet_at_the_end_end_in_one_line(error, line):
+    plan = deployment_plan.DeploymentPlan(strategy=_TwoWorkers(),
+                                          agreement=_LeavingFails(error))
+    with pytest.raises(ClusterTaskFailed) as raised:
+        plan.leave_together()
+    assert str(raised.value).startswith(line)
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
 
 
 def test_sync_replicas_need_parameter_servers():

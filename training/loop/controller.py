@@ -147,7 +147,8 @@ class Controller:
                  pace: Pace, agree: Callable[[CallPlan], CallPlan],
                  actions: Sequence, trace=None,
                  clock: Callable[[], float] = time.perf_counter,
-                 grace_secs: Optional[float] = None):
+                 grace_secs: Optional[float] = None,
+                 leave_together: Callable[[], None] = lambda: None):
         self.train_n_steps = train_n_steps
         self.current_step = current_step
         self.pace = pace
@@ -156,6 +157,9 @@ class Controller:
         self.trace = trace  # training.loop.actions.TraceSteps, or None
         self.clock = clock  # times each call for the pace (tests pass a fake)
         self.grace_secs = grace_secs  # the launcher's, from SIGTERM to SIGKILL
+        # After the last call, before the final save: the workers of a cluster wait for
+        # each other (deployment.plan.DeploymentPlan.leave_together).
+        self.leave_together = leave_together
 
     def _next_call(self, step: int, stop: StopRequest):
         num_steps = self.pace.next_call(step)
@@ -186,6 +190,7 @@ class Controller:
                 previous_step, step = step, self.current_step()
                 for action in self.actions:
                     action(previous_step, step, result)
+            self.leave_together()
             stop.saving_step = step
             for action in self.actions:  # the final save among them
                 if hasattr(action, 'finish'):

@@ -188,7 +188,8 @@ class Trainer:
             train_n_steps=rollback or self.steps.train_n_steps,
             current_step=current_step, pace=pace,
             agree=self.plan.agree, actions=actions, trace=trace,
-            grace_secs=self.plan.config.preemption_grace_secs)
+            grace_secs=self.plan.config.preemption_grace_secs,
+            leave_together=self.plan.leave_together)
         # A task dying between calls (a ps while the chief reads global_step or saves)
         # ends in the same one line as during a call.
         with self.steps.runner.failures_named():

@@ -83,12 +83,12 @@ class FakeSaver:
 
 
 def _controller(loop, *, steps_per_loop=100, log_every=100, max_steps=20, actions=(),
-                agree=None, trace=None):
+                agree=None, trace=None, leave_together=lambda: None):
     pace = controller.Pace(steps_per_loop, log_every, max_steps)
     return controller.Controller(
         train_n_steps=loop, current_step=lambda: loop.step, pace=pace,
         agree=agree or (lambda plan: plan), actions=actions, trace=trace,
-        clock=loop.clock)
+        clock=loop.clock, leave_together=leave_together)
 
 
 # --- How many steps a call runs. -----------------------------------------------------
@@ -352,6 +352,36 @@ def test_a_stop_agreed_with_the_other_workers_stops_before_the_call():
                           agree=agree).run(0)
     assert loop.calls == [1, 9] and step == 10
     assert events[-1] == ('action.finish', 10, 1.0) and saver.saved == [10]
+
+
+@pytest.mark.parametrize('agreed_stop', [False, True], ids=['last_step', 'agreed_stop'])
+def test_workers_leave_together_after_the_last_call_before_the_final_save(agreed_stop):
+    events = []
+
+    def agree(plan):
+        events.append('agree')
+        return CallPlan(plan.num_steps, stop=agreed_stop and len(loop.calls) == 2)
+
+    loop = FakeInnerLoop(FakeClock(), sec_per_step=1 / 1024, events=events)
+    _controller(loop, log_every=4, max_steps=8, actions=[RecordingAction(events)],
+                agree=agree, leave_together=lambda: events.append('leave')).run(0)
+    last_call = max(i for i, event in enumerate(events) if event[0] == 'call')
+    assert events.count('leave') == 1
+    # After the last call's actions (and the stop's agreement), before the final save.
+    assert events[last_call + 1:] == (
+        [('action', 1, 4), 'agree', 'leave', ('action.finish', 4, 1.0)] if agreed_stop
+        else [('action', 4, 8), 'leave', ('action.finish', 8, 1.0)])
+
+
+def test_workers_do_not_wait_for_each_other_when_training_fails():
+    left = []
+    loop = FakeInnerLoop(FakeClock(), sec_per_step=1 / 1024, losses=[2.0, math.nan])
+    with pytest.raises(TrainingDiverged):
+        _controller(loop, log_every=4, max_steps=20,
+                    actions=[actions_lib.CheckDivergence(types.SimpleNamespace(
+                        latest_checkpoint=None))],
+                    leave_together=lambda: left.append(True)).run(0)
+    assert not left
 
 
 # --- Errors. -------------------------------------------------------------------------
