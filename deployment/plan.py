@@ -109,9 +109,9 @@ class DeploymentPlan:
         others to finish theirs before going on (to the chief's final save, or to exit).
         A worker that stops answering meanwhile, or none within LEAVE_TIMEOUT_SECS, ends
         in one line."""
-        if not self.agreement:
-            return
         cluster = self._all_reduce_cluster()
+        if sum(len(hosts) for hosts in (cluster or {}).values()) < 2:
+            return  # no other worker (and no coordination service) to wait for
         try:
             self.agreement.leave_together()
         except tf.errors.DeadlineExceededError:

@@ -67,6 +67,18 @@ def test_workers_that_do_not_meet_at_the_end_end_in_one_line(error, line):
     assert raised.value.__cause__ is None and raised.value.__suppress_context__
 
 
+def test_a_lone_multi_worker_strategy_has_no_one_to_wait_for():
+    class _OneWorker:
+        class cluster_resolver:  # pylint: disable=invalid-name
+            @staticmethod
+            def cluster_spec():
+                return tf.train.ClusterSpec({})
+
+    plan = deployment_plan.DeploymentPlan(strategy=_OneWorker(), agreement=_LeavingFails(
+        tf.errors.InternalError(None, None, 'no coordination service')))
+    plan.leave_together()  # returns without the barrier
+
+
 def test_sync_replicas_need_parameter_servers():
     with pytest.raises(ValueError, match='ParameterServerStrategy'):
         deployment_plan.for_strategy(tf.distribute.get_strategy(), replicas_to_aggregate=2)
