@@ -138,17 +138,18 @@ def save_failure_reason(error: Exception) -> str:
 
 
 class SaveCheckpoints:
-    """A checkpoint every --save_interval_secs, and when training stops."""
+    """A checkpoint every --save_interval_secs (a monotonic clock: a wall clock set back
+    would hold saves off), and when training stops."""
 
     def __init__(self, saver: CheckpointSaver, every_secs: float):
         self.saver = saver
         self.every_secs = every_secs
-        self.last = time.time()
+        self.last = time.monotonic()
 
     def __call__(self, previous, step, result):
-        if time.time() - self.last >= self.every_secs:
+        if time.monotonic() - self.last >= self.every_secs:
             self.saver.save(step)
-            self.last = time.time()
+            self.last = time.monotonic()
 
     def finish(self, step, result):
         self.saver.save(step)

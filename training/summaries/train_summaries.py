@@ -52,14 +52,14 @@ class WriteSummaries:
         self.network = network
         self.capture = capture
         self.strategy = strategy
-        self.last = time.time()
+        self.last = time.monotonic()
         self.due = False
         self.written_step = None
 
     def before_call(self, step: int, num_steps: int):
         """Decides whether the coming call ends with a summary; if so, its last step
         captures gradients and activations."""
-        self.due = time.time() - self.last >= self.every_secs
+        self.due = time.monotonic() - self.last >= self.every_secs
         self.capture.arm(step + num_steps - 1 if self.due else None)
 
     def __call__(self, previous, step, result):
@@ -68,7 +68,7 @@ class WriteSummaries:
             measured = self.pace.calls > 1 and self.pace.sec_per_step
             self._write(previous, step, result,
                         1.0 / self.pace.sec_per_step if measured else None)
-            self.last = time.time()
+            self.last = time.monotonic()
             self.due = False
             self.capture.arm(None)
 

@@ -18,7 +18,7 @@ from training.loop import controller
 
 class FakeClock:
     """Seconds that pass only when the fake inner loop says so; also stands in for the
-    `time` module of training.loop.actions (its `time()`)."""
+    `time` module of training.loop.actions (its `monotonic()`)."""
 
     def __init__(self):
         self.now = 0.0
@@ -26,7 +26,7 @@ class FakeClock:
     def __call__(self):
         return self.now
 
-    def time(self):
+    def monotonic(self):
         return self.now
 
 
