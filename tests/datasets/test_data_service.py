@@ -304,7 +304,7 @@ def test_a_data_worker_killed_and_restarted_rejoins(tmp_path, ids_data):
           sorted(collections.Counter(counts.values()).items()))
 
 
-@pytest.mark.slow  # ~9 s (a wait run out); make test keeps no_data_worker_ever_joining
+@pytest.mark.slow  # ~9 s (a wait run out); make test keeps an unreachable dispatcher's
 def test_a_data_worker_gone_for_longer_than_the_wait_is_one_line(tmp_path, ids_data):
     """The only data worker killed mid-run, not restarted: TensorFlow would wait for it
     for ever; the consumer ends in one line naming it after --wait_for_data_service_secs."""
@@ -336,6 +336,7 @@ def test_a_dispatcher_without_a_work_dir_is_one_line():
     assert '--job_name=data_dispatcher needs --data_service_work_dir=DIR' in line
 
 
+@pytest.mark.slow  # 6 s (a wait run out); make test keeps the unreachable dispatcher's
 def test_no_data_worker_ever_joining_is_one_line_after_the_wait(tmp_path):
     """A dispatcher, no data worker: training (the script) ends in the watchdog's line,
     through the script's guard, and nothing else on stderr."""
@@ -361,7 +362,7 @@ def test_no_data_worker_ever_joining_is_one_line_after_the_wait(tmp_path):
     assert elapsed < 60
 
 
-@pytest.mark.slow  # ~9 s (a wait run out); make test keeps no_data_worker_ever_joining
+@pytest.mark.slow  # ~9 s (a wait run out); make test keeps an unreachable dispatcher's
 def test_a_dispatcher_gone_for_longer_than_the_wait_is_one_line(tmp_path, ids_data):
     """The dispatcher killed mid-run and not restarted: the consumer and the data worker
     each end in one line after --wait_for_data_service_secs, not TensorFlow's hour."""

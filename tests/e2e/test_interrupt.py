@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 
+import pytest
 import tensorflow as tf
 from helpers import testing_utils
 
@@ -61,6 +62,7 @@ def test_sigterm_saves_a_checkpoint_at_the_step_reached(tmp_path):
     assert step >= 10 and step % 5 == 0  # stopped at a step boundary, after the signal
 
 
+@pytest.mark.slow  # 6 s; tests/training/loop/test_controller.py caps calls in seconds
 def test_sigterm_stops_within_seconds_even_between_distant_log_lines(tmp_path):
     """Calls of the compiled loop are capped in seconds, so a stop request is honoured
     quickly however many steps a log line (or --steps_per_loop) spans."""

@@ -173,6 +173,7 @@ else:
 '''
 
 
+@pytest.mark.slow  # 5 s of contenders; make test refuses a second training in tests/e2e
 def test_of_trainings_starting_at_once_exactly_one_takes_the_lock(tmp_path):
     start = time.time() + 2  # after all have imported the module
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(
