@@ -4,6 +4,7 @@ import math
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 import tensorflow as tf
@@ -35,12 +36,10 @@ def test_local_strategies_run_in_this_process():
         assert not plan.factors_weight_gradients
 
 
-class _TwoWorkers:
+def _strategy_of(cluster):
     """A multi-worker strategy as far as leave_together looks: its cluster."""
-    class cluster_resolver:  # pylint: disable=invalid-name
-        @staticmethod
-        def cluster_spec():
-            return tf.train.ClusterSpec({'worker': ['127.0.0.1:5000', '127.0.0.1:5001']})
+    resolver = types.SimpleNamespace(cluster_spec=lambda: tf.train.ClusterSpec(cluster))
+    return types.SimpleNamespace(cluster_resolver=resolver)
 
 
 class _LeavingFails:
@@ -59,7 +58,8 @@ class _LeavingFails:
      'A worker did not finish its last call within 600 s of the others; restart every'),
 ])
 def test_workers_that_do_not_meet_at_the_end_end_in_one_line(error, line):
-    plan = deployment_plan.DeploymentPlan(strategy=_TwoWorkers(),
+    two_workers = _strategy_of({'worker': ['127.0.0.1:5000', '127.0.0.1:5001']})
+    plan = deployment_plan.DeploymentPlan(strategy=two_workers,
                                           agreement=_LeavingFails(error))
     with pytest.raises(ClusterTaskFailed) as raised:
         plan.leave_together()
@@ -68,13 +68,7 @@ def test_workers_that_do_not_meet_at_the_end_end_in_one_line(error, line):
 
 
 def test_a_lone_multi_worker_strategy_has_no_one_to_wait_for():
-    class _OneWorker:
-        class cluster_resolver:  # pylint: disable=invalid-name
-            @staticmethod
-            def cluster_spec():
-                return tf.train.ClusterSpec({})
-
-    plan = deployment_plan.DeploymentPlan(strategy=_OneWorker(), agreement=_LeavingFails(
+    plan = deployment_plan.DeploymentPlan(strategy=_strategy_of({}), agreement=_LeavingFails(
         tf.errors.InternalError(None, None, 'no coordination service')))
     plan.leave_together()  # returns without the barrier
 
