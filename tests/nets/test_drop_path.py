@@ -14,6 +14,7 @@ from nets import convnext, inception_resnet_v2, layers, nets_factory, resnet
 from nets.efficientnet.model import EfficientNet
 from nets.mobilenet import conv_blocks
 from nets.nasnet import cells
+from nets.vit.model import VisionTransformer
 
 RATE = 0.2
 # One net per family, built small: (name, options, image size). Dropout off, so that
@@ -107,7 +108,7 @@ def _residual_blocks(net):
         return [block for _, layer in net.blocks
                 for block in getattr(layer, 'layers', [layer])
                 if isinstance(block, inception_resnet_v2.ResidualBlock)]
-    if isinstance(net, convnext.ConvNeXt):
+    if isinstance(net, (convnext.ConvNeXt, VisionTransformer)):
         return net.residual_blocks
     if isinstance(net, EfficientNet):
         return [block for block in net.blocks if block.residual]
@@ -244,7 +245,7 @@ def test_bfloat16_training_forward_with_drop_path():
 
 FAMILIES_TEXT = ('resnet_v1_*, resnet_v2_*, inception_resnet_v2, mobilenet_v2*, '
                  'mobilenet_v3*, mobilenet_edgetpu*, convnext_*, efficientnet_b*, '
-                 'efficientnet_v2_*')
+                 'efficientnet_v2_*, vit_*, dinov2_*')
 
 
 @pytest.mark.parametrize('name, has', [
