@@ -8,7 +8,8 @@ The copy goes to --batch_norm_statistics_dir (default: batch_norm_statistics/ be
 checkpoint) as `model.ckpt-<step>`, with a `checkpoint` state file and
 batch_norm_statistics.json recording its source; every other tensor is the source's.
 The source is never changed; a directory holding files this job did not write is
-refused.
+refused. A run killed while writing leaves a staging folder marked as this job's
+(training.checkpoints.integrity.staging_leftovers): the next run removes it.
 """
 import dataclasses
 import json
@@ -46,6 +47,7 @@ RECORD_FILE = 'batch_norm_statistics.json'
 DEFAULT_DIR_NAME = 'batch_norm_statistics'
 TRAIN_SPLIT = 'train'
 EXPORT_BATCH_SIZE = 32  # export has no data batch size of its own: training's default
+WRITER = 'recompute_batch_norm_statistics'  # the marker in this job's staging folders
 
 
 def _recomputed(prefix: str) -> bool:
@@ -105,6 +107,7 @@ def _check_output(output_dir: str, source: str):
     if os.path.realpath(output_dir) == os.path.realpath(os.path.dirname(source)):
         raise UsageError(f'--batch_norm_statistics_dir={output_dir} holds the checkpoint '
                          'itself; pass another directory.')
+    paths.remove_all(integrity.staging_leftovers(output_dir, WRITER))
     if (tf.io.gfile.isdir(output_dir) and tf.io.gfile.listdir(output_dir)
             and not tf.io.gfile.exists(os.path.join(output_dir, RECORD_FILE))):
         raise UsageError(f'--batch_norm_statistics_dir={output_dir} holds files this '
@@ -168,12 +171,12 @@ def recompute_checkpoint(data: DataConfig, checkpoint: str, num_batches: int, *,
     tensors = [keys[name].read_value() if name in keys else reader.get_tensor(name)
                for name in names]
     prefix = os.path.join(output_dir, os.path.basename(source))
-    integrity.write_checkpoint(prefix, names, [tf.constant(np.asarray(t))
-                                                          for t in tensors])
-    integrity.write_text(os.path.join(output_dir, RECORD_FILE), json.dumps(dict(
+    record = json.dumps(dict(
         checkpoint=os.path.basename(prefix), source=source, step=step,
         num_batches=result.num_batches, batch_size=data.batch_size, replicas=replicas,
-        split=data.dataset_split_name, layers=result.num_layers), indent=2) + '\n')
+        split=data.dataset_split_name, layers=result.num_layers), indent=2) + '\n'
+    integrity.write_checkpoint(prefix, names, [tf.constant(np.asarray(t)) for t in tensors],
+                               writer=WRITER, record=(RECORD_FILE, record))
     logging.info('Recomputed the moving statistics of %d batch norms over %d batches of '
                  '%d (%s split, training preprocessing): %s', result.num_layers,
                  result.num_batches, data.batch_size * replicas, data.dataset_split_name,

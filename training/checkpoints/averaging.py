@@ -30,6 +30,7 @@ from training.checkpoints import integrity
 from training.checkpoints import restore
 
 RECORD_FILE = 'averaging.json'
+WRITER = 'average_checkpoints'  # the marker in this tool's staging folders
 _STATE_FILE = 'checkpoint'
 
 _VALUE_SUFFIX = '/.ATTRIBUTES/VARIABLE_VALUE'
@@ -194,6 +195,7 @@ def average(prefixes: Sequence[str], output_dir: str, overwrite: bool = False) -
     newest = max(sources, key=lambda s: (s.step is not None, s.step or 0))
     prefix = os.path.join(output_dir, f'model.ckpt-{newest.step or 0}')
     _check_output(output_dir, prefix, sources, overwrite)
+    paths.remove_all(integrity.staging_leftovers(output_dir, WRITER))
     names, tensors = [], []
     for key, dtype in sorted(newest.dtypes.items()):
         if dtype == tf.variant:  # the input position (see the module docstring)
@@ -201,11 +203,12 @@ def average(prefixes: Sequence[str], output_dir: str, overwrite: bool = False) -
         names.append(key)
         tensors.append(tf.constant(mean_of([s.read(key) for s in sources]) if key in keys
                                    else newest.read(key)))
-    integrity.write_checkpoint(prefix, names, tensors)
     result = Averaged(prefix, tuple(s.prefix for s in sources),
                       tuple(s.step for s in sources), len(keys), len(names) - len(keys))
-    integrity.write_text(os.path.join(output_dir, RECORD_FILE), json.dumps(dict(
+    record = json.dumps(dict(
         dataclasses.asdict(result), copied_from=newest.prefix,
         time=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')),
-        indent=2) + '\n')
+        indent=2) + '\n'
+    integrity.write_checkpoint(prefix, names, tensors, writer=WRITER,
+                               record=(RECORD_FILE, record))
     return result

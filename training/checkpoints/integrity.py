@@ -305,19 +305,60 @@ def _move_into_place(staged: str, prefix: str):
     tf.io.gfile.rename(staged + '.index', prefix + '.index', overwrite=True)
 
 
-def write_checkpoint(prefix: str, names: Sequence[str], tensors: Sequence):
-    """Writes the tensors under their names as the checkpoint `prefix`: staged beside it,
-    read back in full, then moved into place, and named by the directory's state file."""
+STAGING_PREFIX = '.staging-'  # the folder a checkpoint is written into first
+STAGING_MARKER = 'written_by'  # its first file: the name of the tool writing it
+
+
+def _read_marker(folder: str) -> Optional[str]:
+    path = os.path.join(folder, STAGING_MARKER)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return f.read()
+
+
+def staging_leftovers(output_dir: str, writer: str) -> List[str]:
+    """The staging folders in output_dir that writes by `writer` left when killed: those
+    whose marker names it, and those killed before the marker had content (nothing else
+    in them)."""
+    if not tf.io.gfile.isdir(output_dir):
+        return []
+    found = []
+    for name in tf.io.gfile.listdir(output_dir):
+        folder = os.path.join(output_dir, name.rstrip('/'))
+        if not name.startswith(STAGING_PREFIX) or not tf.io.gfile.isdir(folder):
+            continue
+        marker = _read_marker(folder)
+        others = set(tf.io.gfile.listdir(folder)) - {STAGING_MARKER}
+        if marker == writer or (not marker and not others):
+            found.append(folder)
+    return found
+
+
+def write_checkpoint(prefix: str, names: Sequence[str], tensors: Sequence, *,
+                     writer: str, record: Optional[Tuple[str, str]] = None):
+    """Writes the tensors under their names as the checkpoint `prefix`: staged beside it
+    in a folder whose marker names `writer` (see staging_leftovers), read back in full,
+    then moved into place, and named by the directory's state file. `record`, a file
+    (name, text) describing the checkpoint, goes into place first: a directory holding
+    any of the checkpoint's files holds its record."""
     output_dir = os.path.dirname(prefix)
     tf.io.gfile.makedirs(output_dir)
-    staging = tempfile.mkdtemp(prefix='.staging-', dir=output_dir)
+    staging = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=output_dir)
     try:
+        with tf.io.gfile.GFile(os.path.join(staging, STAGING_MARKER), 'w') as f:
+            f.write(writer)
         staged = os.path.join(staging, os.path.basename(prefix))
         tf.raw_ops.SaveV2(prefix=staged, tensor_names=list(names),
                           shape_and_slices=[''] * len(names), tensors=list(tensors))
         problem = find_damage(staged)
         if problem:
             raise OSError(f'the written checkpoint does not read back: {problem}')
+        if record:
+            name, text = record
+            write_text(os.path.join(staging, name), text)
+            tf.io.gfile.rename(os.path.join(staging, name), os.path.join(output_dir, name),
+                               overwrite=True)
         _move_into_place(staged, prefix)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
