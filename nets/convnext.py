@@ -23,7 +23,7 @@ lists: 'stem/conv', 'stem/layer_norm', 'stage_<i>/downsample/{layer_norm,conv}' 
 0), 'stage_<i>/block_<j>/{depthwise_conv,layer_norm,pointwise_conv_1,pointwise_conv_2,
 layer_scale}', 'head/layer_norm' and 'head/logits'.
 """
-from typing import Sequence
+from typing import Optional, Sequence
 
 import tensorflow as tf
 
@@ -56,11 +56,14 @@ def _pointwise(layer, inputs, training):
 
 class Block(layers.Module):
     """One ConvNeXt block, 'stage_<i>/block_<j>'. The net's drop-path schedule sets
-    `drop_path_rate`, its branch's."""
+    `drop_path_rate`, its branch's. ConvNeXt V2's block (nets/convnext_v2.py) has a
+    global response norm after the GELU and no layer scale (`layer_scale_init=None`)."""
 
     drop_path_rate = 0.0
 
-    def __init__(self, name: str, depth: int, *, weight_decay: float, quantization):
+    def __init__(self, name: str, depth: int, *, weight_decay: float, quantization,
+                 layer_scale_init: Optional[float] = LAYER_SCALE_INIT,
+                 global_response_norm: bool = False):
         super().__init__(name)
         self.depth = depth
         options = dict(activation=None, weights_initializer=WEIGHTS_INITIALIZER,
@@ -69,19 +72,27 @@ class Block(layers.Module):
         self.layer_norm = layers.LayerNorm('layer_norm', epsilon=EPSILON)
         self.pointwise_conv_1 = layers.FullyConnected('pointwise_conv_1',
                                                       EXPANSION * depth, **options)
+        self.response_norm = (layers.GlobalResponseNorm('global_response_norm',
+                                                        epsilon=EPSILON)
+                              if global_response_norm else None)
         self.pointwise_conv_2 = layers.FullyConnected('pointwise_conv_2', depth, **options)
+        self.layer_scale_init = layer_scale_init
         self.layer_scale = None
 
     def forward(self, inputs, *, training: bool, random_generator=None):
-        if self.layer_scale is None:
+        if self.layer_scale is None and self.layer_scale_init is not None:
             self.layer_scale = self._add_variable(
-                'layer_scale', [self.depth], layers.constant_initializer(LAYER_SCALE_INIT))
+                'layer_scale', [self.depth],
+                layers.constant_initializer(self.layer_scale_init))
         branch = self.depthwise_conv(inputs, training=training)
         branch = self.layer_norm(branch, training=training)
         branch = _pointwise(self.pointwise_conv_1, branch, training)
         branch = tf.nn.gelu(branch, approximate=False)
+        if self.response_norm is not None:
+            branch = self.response_norm(branch, training=training)
         branch = _pointwise(self.pointwise_conv_2, branch, training)
-        branch *= tf.cast(self.layer_scale, branch.dtype)
+        if self.layer_scale is not None:
+            branch *= tf.cast(self.layer_scale, branch.dtype)
         branch = layers.stochastic_depth(branch, self.drop_path_rate, training=training,
                                          random_generator=random_generator)
         return inputs + branch
@@ -92,7 +103,7 @@ class Stage(layers.Module):
     first stage, then its blocks."""
 
     def __init__(self, index: int, depth: int, num_blocks: int, *, weight_decay: float,
-                 quantization):
+                 quantization, **block_options):
         super().__init__(f'stage_{index}')
         self.downsample = None
         if index > 0:
@@ -102,7 +113,8 @@ class Stage(layers.Module):
                               weights_initializer=WEIGHTS_INITIALIZER,
                               weight_decay=weight_decay, quantization=quantization)])
         self.blocks = [Block(f'block_{j}', depth, weight_decay=weight_decay,
-                             quantization=quantization) for j in range(num_blocks)]
+                             quantization=quantization, **block_options)
+                       for j in range(num_blocks)]
 
     def forward(self, inputs, *, training: bool, random_generator=None):
         net = inputs
@@ -116,7 +128,10 @@ class Stage(layers.Module):
 class ConvNeXt(Network):
     """End points: 'stem' (stride 4), 'stage_0' .. 'stage_3' (strides 4, 8, 16, 32; each
     after its last block), 'global_pool' ([batch, channels]), 'head_norm' (its layer
-    norm: what num_classes=0 returns), 'Logits' and 'Predictions'."""
+    norm: what num_classes=0 returns), 'Logits' and 'Predictions'.
+
+    `layer_scale_init` (None: no layer scale) and `global_response_norm` shape every
+    block: ConvNeXt's defaults, or ConvNeXt V2's None and True."""
 
     default_final_endpoint = 'stage_3'
     random_in_base = True  # drop-path's masks
@@ -124,7 +139,9 @@ class ConvNeXt(Network):
     def __init__(self, num_classes: int = 1000, *, depths: Sequence[int],
                  blocks_per_stage: Sequence[int], scope: str, weight_decay: float = 0.0,
                  is_training: bool = False, dropout_keep_prob: float = 1.0,
-                 drop_path_rate: float = 0.0, spec=None, quantization=None):
+                 drop_path_rate: float = 0.0, spec=None, quantization=None,
+                 layer_scale_init: Optional[float] = LAYER_SCALE_INIT,
+                 global_response_norm: bool = False):
         super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
                          spec=spec, quantization=quantization)
         if len(depths) != len(blocks_per_stage):
@@ -137,7 +154,9 @@ class ConvNeXt(Network):
                           quantization=self.quantization),
             layers.LayerNorm('layer_norm', epsilon=EPSILON)])
         self.stages = [Stage(i, depth, count, weight_decay=weight_decay,
-                             quantization=self.quantization)
+                             quantization=self.quantization,
+                             layer_scale_init=layer_scale_init,
+                             global_response_norm=global_response_norm)
                        for i, (depth, count) in enumerate(zip(depths, blocks_per_stage))]
         layers.schedule_drop_path(self.residual_blocks, drop_path_rate)
         self.head_norm = layers.LayerNorm('head/layer_norm', epsilon=EPSILON)

@@ -16,7 +16,7 @@ from nets.nasnet import nasnet, pnasnet  # noqa: F401
 from nets import inception_resnet_v2, inception_v4  # noqa: F401
 from nets import video_inception  # noqa: F401
 from nets.efficientnet import efficientnet, efficientnet_v2  # noqa: F401
-from nets import convnext  # noqa: F401
+from nets import convnext, convnext_v2  # noqa: F401
 from nets.vit import vit  # noqa: F401
 from nets import registry
 from nets.layers.fake_quant import QuantizationParams

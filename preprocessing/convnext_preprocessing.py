@@ -16,6 +16,10 @@ shrinking, rounded to uint8. Here tf.image.resize's bicubic with antialias does 
 first two, and values are clipped to [0, 255] (not rounded: the net takes floats).
 `augment` (training with --augmentation) runs on the uint8 image after the flip, as
 the release runs RandAugment.
+
+The same function is the 'convnext_v2' family: timm's pretrained_cfg of its
+`convnextv2_*.fcmae_ft_in1k` weights at 224 says the same (bicubic, crop_pct 0.875,
+ImageNet's mean and std).
 """
 import tensorflow as tf
 
@@ -37,9 +41,10 @@ def resize_bicubic(image, height, width):
     return tf.clip_by_value(resized, 0.0, 255.0)
 
 
-def shorter_side_resize(image, shorter_side):
-    """Resizes so the shorter side is `shorter_side`; the longer one keeps the aspect
-    ratio, truncated to whole pixels (as torchvision's Resize(int))."""
+def shorter_side_resize(image, shorter_side, resize=resize_bicubic):
+    """Resizes (with `resize(image, height, width)`) so the shorter side is
+    `shorter_side`; the longer one keeps the aspect ratio, truncated to whole pixels
+    (as torchvision's Resize(int))."""
     shape = tf.shape(image)
     height, width = shape[0], shape[1]
     short, long = tf.minimum(height, width), tf.maximum(height, width)
@@ -47,7 +52,7 @@ def shorter_side_resize(image, shorter_side):
                           / tf.cast(short, tf.float64), tf.int32)
     new_height = tf.where(height <= width, shorter_side, scaled_long)
     new_width = tf.where(height <= width, scaled_long, shorter_side)
-    return resize_bicubic(image, new_height, new_width)
+    return resize(image, new_height, new_width)
 
 
 def central_crop(image, height, width):
@@ -108,3 +113,4 @@ def preprocess_image(image, height, width, is_training=False, use_grayscale=Fals
 
 
 registry.register('convnext')(preprocess_image)
+registry.register('convnext_v2')(preprocess_image)

@@ -22,16 +22,18 @@ dropout's random generator included. L2 terms are read from the modules
 argument of every layer whose behaviour it can change.
 
 The kit by job: `module` (the tree, scopes, L2 terms), `initializers`, `normalization`
-(batch norm, layer norm, LRN), `weighted` (conv of any rank, separable conv, fully connected),
-`fake_quant` (quantization-aware training's quantizers), `stateless` (pools, flatten,
-dropout, drop-path). `from nets import layers` gives them all.
+(batch norm, layer norm, global response norm, LRN), `weighted` (conv of any rank,
+separable conv, fully connected), `fake_quant` (quantization-aware training's
+quantizers), `stateless` (pools, flatten, dropout, drop-path). `from nets import
+layers` gives them all.
 """
 from nets.layers.initializers import (  # noqa: F401
     Initializer, constant_initializer, ones_initializer, truncated_normal_initializer,
     variance_scaling_initializer, xavier_initializer, zeros_initializer)
 from nets.layers.module import Module, Sequential, apply  # noqa: F401
 from nets.layers.normalization import (  # noqa: F401
-    BatchNorm, BatchNormParams, LayerNorm, local_response_normalization)
+    BatchNorm, BatchNormParams, GlobalResponseNorm, LayerNorm,
+    local_response_normalization)
 from nets.layers.weighted import (  # noqa: F401
     Conv2D, Conv3D, ConvND, FullyConnected, IntTuple, SeparableConv2D, WeightedLayer,
     conv2d_same, recording_products)

@@ -1,5 +1,5 @@
-"""Normalisation layers: slim.batch_norm, layer normalisation, and local response
-normalisation."""
+"""Normalisation layers: slim.batch_norm, layer normalisation, global response
+normalisation, and local response normalisation."""
 import dataclasses
 
 import tensorflow as tf
@@ -115,6 +115,33 @@ class LayerNorm(Module):
                                             scale=self.gamma,
                                             variance_epsilon=self.epsilon)
         return tf.cast(outputs, inputs.dtype)
+
+
+class GlobalResponseNorm(Module):
+    """Global response normalisation (ConvNeXt V2, Woo et al. 2023, arXiv 2301.00808) of
+    a [batch, height, width, channels] map: each channel's L2 norm over the map, divided
+    by the mean of those norms over the channels (plus epsilon), scales the input;
+    `x + gamma * (x * scale) + beta`. Variables '<scope>/gamma' and '<scope>/beta'
+    start at zeros, so the layer starts as the identity (as the release's).
+
+    The norms are computed in float32 whatever the input's dtype (a sum of squares over
+    the map loses too much in bfloat16); the result is cast back.
+    """
+
+    def __init__(self, name: str = 'global_response_norm', *, epsilon: float = 1e-6):
+        super().__init__(name)
+        self.epsilon = epsilon
+        self.gamma = self.beta = None
+
+    def forward(self, inputs, *, training: bool = False):  # pylint: disable=unused-argument
+        depth = inputs.shape[-1]
+        if self.gamma is None:
+            self.gamma = self._add_variable('gamma', [depth], zeros_initializer())
+            self.beta = self._add_variable('beta', [depth], zeros_initializer())
+        values = tf.cast(inputs, tf.float32)
+        norms = tf.sqrt(tf.reduce_sum(tf.square(values), axis=[1, 2], keepdims=True))
+        scale = norms / (tf.reduce_mean(norms, axis=-1, keepdims=True) + self.epsilon)
+        return tf.cast(values + self.gamma * (values * scale) + self.beta, inputs.dtype)
 
 
 def local_response_normalization(inputs, *, depth_radius, bias, alpha, beta):

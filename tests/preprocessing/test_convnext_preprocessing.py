@@ -96,3 +96,16 @@ def test_float_input_is_taken_as_tf_image_floats():
     as_float = convnext_preprocessing.preprocess_image(
         tf.image.convert_image_dtype(tf.constant(_ramp(40, 50)), tf.float32), 32, 32)
     np.testing.assert_allclose(as_float, as_uint8, rtol=1e-5, atol=1e-4)
+
+
+def test_convnext_v2_family_is_timms_convnextv2_pretrained_cfg():
+    # timm's convnextv2_*.fcmae_ft_in1k: bicubic, crop_pct 0.875 at 224, ImageNet's
+    # mean and std, which is this family: a 200x300 image becomes 256x384, then its centre.
+    from preprocessing import preprocessing_factory
+    image = np.random.default_rng(5).integers(0, 256, (200, 300, 3), dtype=np.uint8)
+    output = preprocessing_factory.get_preprocessing('convnext_v2')(tf.constant(image),
+                                                                   224, 224)
+    resized = tf.image.resize(tf.cast(image, tf.float32), [256, 384], method='bicubic',
+                              antialias=True)
+    expected = (np.clip(resized.numpy(), 0, 255)[16:240, 80:304] - MEAN) / STD
+    np.testing.assert_allclose(output, expected, rtol=1e-5, atol=1e-4)
