@@ -13,7 +13,8 @@ from cli import flags as cli_flags  # noqa: E402
 
 FLAG_GROUPS = ('Model', 'Dataset', 'Split', 'Input pipeline', 'Training', 'Augmentation',
                'Batch recipes', 'Stochastic depth', 'Distillation', 'Optimizer',
-               'Learning rate', 'Weights', 'Fine-tuning', 'Checkpoints and progress',
+               'Modern optimizers', 'Learning rate', 'Weights', 'Fine-tuning',
+               'Checkpoints and progress',
                'Devices', 'Device performance', 'Cluster', 'tf.data service', 'Logging',
                'Benchmark')
 cli_flags.define(FLAG_GROUPS, usage=__doc__)

@@ -8,7 +8,8 @@ one place the default is written; a default written here is the flag's own: None
 "unset" (cli.configs resolves it per script) or a value no config field holds.
 tests/cli/test_one_schema.py fails when a flag's default differs from its field's.
 """
-from cli.flag_groups import data, devices, evaluate, exporting, model, recipes, tools, train
+from cli.flag_groups import (data, devices, evaluate, exporting, model, optimizers, recipes,
+                             tools, train)
 
 # Title -> definer; a script's --help shows its groups in the order it names them.
 GROUPS = {
@@ -24,6 +25,7 @@ GROUPS = {
     'Stochastic depth': recipes.stochastic_depth,
     'Distillation': recipes.distillation,
     'Optimizer': train.optimizer,
+    'Modern optimizers': optimizers.modern_optimizers,
     'Learning rate': train.learning_rate,
     'Fine-tuning': train.fine_tuning,
     'Checkpoints and progress': train.checkpoints_and_progress,

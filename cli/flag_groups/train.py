@@ -51,7 +51,9 @@ def training(define):
 
 def optimizer(define):
     define.string('optimizer', OptimizerConfig.optimizer,
-                  'One of ' + ', '.join(optimizers.OPTIMIZER_NAMES) + '.')
+                  'One of ' + ', '.join(optimizers.OPTIMIZER_NAMES) + ': TF-Slim\'s TF1 '
+                  'rules, nesterov (TF1\'s Momentum with use_nesterov, --momentum), and '
+                  'the modern ones (their flags: Modern optimizers).')
     define.float('opt_epsilon', OptimizerConfig.opt_epsilon, 'Epsilon of adadelta, adam '
                  'and rmsprop (TF1 semantics).')
     define.float('adadelta_rho', OptimizerConfig.adadelta_rho, 'The decay rate for '

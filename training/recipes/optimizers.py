@@ -1,4 +1,6 @@
-"""Optimizers with TF1 update rules, for TF-Slim recipes.
+"""Optimizers with TF1 update rules, for TF-Slim recipes, and the factory of every
+--optimizer (the modern ones, adamw, lamb, lars, lion and muon, are in
+training.recipes.decoupled_optimizers).
 
 Slim's hyperparameters (e.g. RMSProp with opt_epsilon=1.0 inside the square root)
 were tuned for the TF1 optimizers, whose rules differ from Keras's. Each optimizer
@@ -17,13 +19,15 @@ cross-replica communication of its own. Usage, with the variables already create
 Variables are plain or mirrored ones, or partitioned variables' pieces (own slots).
 """
 import dataclasses
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import tensorflow as tf
 
 from core import checks
 from core.errors import UsageError
-from core.naming import slim_name
+from training.recipes import decoupled_optimizers as decoupled
+from training.recipes.optimizer_base import Optimizer, constant as _constant
+from training.recipes.weight_decay_masks import DecayMask
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +48,85 @@ class OptimizerConfig:
     rmsprop_decay: float = 0.9
     # Not a flag of slim's script: slim's create_train_op argument, as a global norm.
     clip_gradient_norm: float = 0.0
+    # The modern optimizers' hyper-parameters: the reference's argument names (Keras 3's
+    # AdamW, Lamb, Lion, Muon; Model Garden's LARS) after the optimizer's name, and its
+    # defaults. Each belongs to its optimizer: another refuses it (set off its default).
+    adamw_beta_1: float = 0.9
+    adamw_beta_2: float = 0.999
+    adamw_epsilon: float = 1e-7
+    adamw_weight_decay: float = 0.004
+    lamb_beta_1: float = 0.9
+    lamb_beta_2: float = 0.999
+    lamb_epsilon: float = 1e-7
+    lamb_weight_decay: float = 0.0
+    lars_momentum: float = 0.9
+    lars_eeta: float = 0.001
+    lars_weight_decay_rate: float = 0.0
+    lars_nesterov: bool = False
+    lars_classic_momentum: bool = True
+    lion_beta_1: float = 0.9
+    lion_beta_2: float = 0.99
+    lion_weight_decay: float = 0.0
+    muon_momentum: float = 0.95
+    muon_ns_steps: int = 5
+    muon_nesterov: bool = True
+    muon_a: float = 3.4445
+    muon_b: float = -4.7750
+    muon_c: float = 2.0315
+    muon_rms_rate: float = 0.2  # 0: off (Keras's None)
+    muon_adam_beta_1: float = 0.9
+    muon_adam_beta_2: float = 0.999
+    muon_epsilon: float = 1e-7
+    muon_adam_lr_ratio: float = 1.0
+    muon_weight_decay: float = 0.004
+    muon_adam_weight_decay: float = 0.004
+    muon_exclude_layers: str = ''  # comma-separated regular expressions
+    muon_exclude_embeddings: bool = True
+    # The decoupled optimizers' mask (training.recipes.weight_decay_masks); None: the
+    # references' default, norms,biases,embeddings.
+    weight_decay_exclude: Optional[str] = None
+
+    def hyperparameters(self, name: str) -> dict:
+        """The modern optimizer `name`'s fields, by its reference's argument names."""
+        prefix = name + '_'
+        return {field.name[len(prefix):]: getattr(self, field.name)
+                for field in dataclasses.fields(self) if field.name.startswith(prefix)}
+
+    def _check_owners(self):
+        """A modern optimizer's flag set for another optimizer is a mistake."""
+        for field in dataclasses.fields(self):
+            owner = field.name.split('_')[0]
+            if (owner in DECOUPLED_NAMES and owner != self.optimizer
+                    and getattr(self, field.name) != field.default):
+                raise UsageError(f'--{field.name} is a hyper-parameter of --optimizer='
+                                 f'{owner}, not of --optimizer={self.optimizer}; drop it, '
+                                 f'or pass --optimizer={owner}.')
+        if self.weight_decay_exclude is not None and self.optimizer not in DECOUPLED_NAMES:
+            raise UsageError(f'--weight_decay_exclude masks the decay of '
+                             f'{", ".join(DECOUPLED_NAMES)}; --optimizer={self.optimizer} '
+                             'has none: drop it.')
 
     def __post_init__(self):
+        self._check_owners()
+        checks.check_at_least(0, adamw_epsilon=self.adamw_epsilon,
+                              lamb_epsilon=self.lamb_epsilon, muon_epsilon=self.muon_epsilon,
+                              adamw_weight_decay=self.adamw_weight_decay,
+                              lamb_weight_decay=self.lamb_weight_decay,
+                              lion_weight_decay=self.lion_weight_decay,
+                              lars_weight_decay_rate=self.lars_weight_decay_rate,
+                              muon_weight_decay=self.muon_weight_decay,
+                              muon_adam_weight_decay=self.muon_adam_weight_decay,
+                              lars_eeta=self.lars_eeta, muon_rms_rate=self.muon_rms_rate,
+                              muon_adam_lr_ratio=self.muon_adam_lr_ratio)
+        checks.check_at_least(1, muon_ns_steps=self.muon_ns_steps)
+        checks.check_fraction(lars_momentum=self.lars_momentum,
+                              muon_momentum=self.muon_momentum, lion_beta_2=self.lion_beta_2)
+        checks.check_fraction(low_open=True, lion_beta_1=self.lion_beta_1)
+        checks.check_fraction(high_open=True, adamw_beta_1=self.adamw_beta_1,
+                              adamw_beta_2=self.adamw_beta_2, lamb_beta_1=self.lamb_beta_1,
+                              lamb_beta_2=self.lamb_beta_2,
+                              muon_adam_beta_1=self.muon_adam_beta_1,
+                              muon_adam_beta_2=self.muon_adam_beta_2)
         checks.check_at_least(0, opt_epsilon=self.opt_epsilon)
         checks.check_fraction(adadelta_rho=self.adadelta_rho, momentum=self.momentum,
                               rmsprop_momentum=self.rmsprop_momentum,
@@ -54,118 +135,13 @@ class OptimizerConfig:
                               adam_beta2=self.adam_beta2)
 
 
-OPTIMIZER_NAMES = ('adadelta', 'adagrad', 'adam', 'ftrl', 'momentum', 'rmsprop', 'sgd')
-
-
-def _constant(value, dtype):
-    return tf.constant(value, dtype=dtype)
-
-
-class Optimizer(tf.Module):
-    """Base class: slot bookkeeping and the per-variable update.
-
-    Subclasses list their slots in SLOTS as (TF1 slot key, TF1 name suffix) in TF1's
-    creation order, and implement _apply_dense with a TF1 training kernel.
-    """
-
-    SLOTS = ()
-    # > 0: apply_gradients rescales the gradients so their global norm is at most this.
-    clip_gradient_norm = 0.0
-
-    def __init__(self, name):
-        super().__init__(name=name)
-        # {variable name: {slot key: slot variable}}; keyed by name so checkpoints
-        # do not depend on the order variables were built in.
-        self._slots = {}
-        # TF2 does not make variable names unique, so remember whose slots they are.
-        self._slot_owners = {}
-
-    def build(self, variables):
-        """Creates the slot variables for `variables`; call it inside strategy.scope().
-
-        Variables that already have slots are left alone, so calling it again is safe.
-        """
-        variables = list(variables)
-        for var in variables:
-            key = slim_name(var)
-            owner = self._slot_owners.get(key)
-            if owner is not None:
-                if owner != var.ref():
-                    raise ValueError(
-                        f"Two different variables are named '{key}'; give them unique "
-                        'names, since slots are named and checkpointed by variable name.')
-                continue
-            self._slot_owners[key] = var.ref()
-            slots = {}
-            # Slots live beside their variable (on its parameter server, if any).
-            with tf.distribute.get_strategy().extended.colocate_vars_with(var):
-                for slot_key, suffix in self.SLOTS:
-                    slots[slot_key] = tf.Variable(
-                        self._slot_initial_value(slot_key, var), name=f'{key}/{suffix}',
-                        trainable=False, dtype=var.dtype)
-            self._slots[key] = slots
-        if variables:
-            self._build_non_slot_variables(variables)
-
-    def get_slot(self, var, slot_key):
-        """The slot variable of `var` under its TF1 slot key (e.g. 'rms', 'momentum')."""
-        return self._slots[slim_name(var)][slot_key]
-
-    def slot_keys(self):
-        """TF1 slot keys of this optimizer, in creation order."""
-        # Not named get_slot_names: tf.train.Checkpoint would then treat this as a
-        # TF1/Keras optimizer and re-key the slots under their variables.
-        return [slot_key for slot_key, _ in self.SLOTS]
-
-    def apply_gradients(self, grads_and_vars, learning_rate):
-        """Applies aggregated gradients, one TF1 kernel per variable, where it runs.
-
-        In replica context each replica updates its own copy of a mirrored variable
-        (`var.handle` is the local copy) with the same aggregated gradient, so the copies
-        stay equal, as TF's own MirroredStrategy updates do; on a parameter-server
-        worker the variables are the servers'. Gradients that are None are skipped;
-        IndexedSlices are made dense (TF1's sparse row updates are not reproduced).
-
-        With clip_gradient_norm > 0 the gradients are first scaled together so that
-        their global norm (over all variables, after aggregation: every replica sees the
-        same) is at most clip_gradient_norm; slim's clip_gradient_norm clipped each
-        tensor on its own. Returns the global norm before clipping, or None without it.
-        """
-        pairs = [(tf.convert_to_tensor(grad), var)
-                 for grad, var in grads_and_vars if grad is not None]
-        if not pairs:
-            return None
-        global_norm = None
-        if self.clip_gradient_norm > 0:
-            clipped, global_norm = tf.clip_by_global_norm(
-                [grad for grad, _ in pairs], self.clip_gradient_norm)
-            pairs = [(grad, var) for grad, (_, var) in zip(clipped, pairs)]
-        missing = [slim_name(var) for _, var in pairs
-                   if slim_name(var) not in self._slots]
-        if missing:
-            raise ValueError(
-                f'Optimizer.build() was not called for {missing}; call it inside '
-                'strategy.scope() before apply_gradients().')
-        for grad, var in pairs:
-            slots = [self._slots[slim_name(var)][slot_key] for slot_key, _ in self.SLOTS]
-            self._apply_dense(var, grad, tf.cast(learning_rate, var.dtype), *slots)
-        self._finish()
-        return global_norm
-
-    def _slot_initial_value(self, slot_key, var):
-        """Initial value of a slot; zeros unless the subclass overrides it."""
-        del slot_key
-        return tf.zeros(var.shape, var.dtype)
-
-    def _build_non_slot_variables(self, variables):
-        """Creates variables shared by all slots (Adam's beta powers)."""
-
-    def _apply_dense(self, var, grad, lr, *slots):
-        raise NotImplementedError
-
-    def _finish(self):
-        """Runs once per apply_gradients after all variable updates (Adam's beta powers)."""
-        return None
+TF1_OPTIMIZER_NAMES = ('adadelta', 'adagrad', 'adam', 'ftrl', 'momentum', 'nesterov',
+                       'rmsprop', 'sgd')
+DECOUPLED_CLASSES = {'adamw': decoupled.AdamWOptimizer, 'lamb': decoupled.LambOptimizer,
+                     'lars': decoupled.LarsOptimizer, 'lion': decoupled.LionOptimizer,
+                     'muon': decoupled.MuonOptimizer}
+DECOUPLED_NAMES = tuple(DECOUPLED_CLASSES)
+OPTIMIZER_NAMES = tuple(sorted(TF1_OPTIMIZER_NAMES + DECOUPLED_NAMES))
 
 
 class GradientDescentOptimizer(Optimizer):
@@ -179,18 +155,20 @@ class GradientDescentOptimizer(Optimizer):
 
 
 class MomentumOptimizer(Optimizer):
-    """TF1 Momentum: accum = momentum * accum + grad; var -= lr * accum."""
+    """TF1 Momentum: accum = momentum * accum + grad; var -= lr * accum; with
+    use_nesterov (--optimizer=nesterov), var -= lr * grad + lr * momentum * accum."""
 
     SLOTS = (('momentum', 'Momentum'),)
 
-    def __init__(self, momentum):
+    def __init__(self, momentum, use_nesterov=False):
         super().__init__(name='Momentum')
         self.momentum = momentum
+        self.use_nesterov = use_nesterov
 
     def _apply_dense(self, var, grad, lr, accum):
         return tf.raw_ops.ResourceApplyMomentum(
             var=var.handle, accum=accum.handle, lr=lr, grad=grad,
-            momentum=_constant(self.momentum, var.dtype), use_nesterov=False)
+            momentum=_constant(self.momentum, var.dtype), use_nesterov=self.use_nesterov)
 
 
 class RMSPropOptimizer(Optimizer):
@@ -363,7 +341,8 @@ def slots_by_optimizer() -> Dict[str, List[str]]:
 
 
 def create_optimizer(config: OptimizerConfig) -> Optimizer:
-    """The optimizer named by config.optimizer, with slim's hyperparameter mapping."""
+    """The optimizer named by config.optimizer, with slim's hyperparameter mapping (or
+    the modern optimizer's reference's)."""
     if config.clip_gradient_norm < 0:
         raise UsageError(f'--clip_gradient_norm={config.clip_gradient_norm:g}; pass a '
                          'positive global norm, or 0 not to clip.')
@@ -387,14 +366,19 @@ def _create_unclipped(config: OptimizerConfig) -> Optimizer:
             learning_rate_power=config.ftrl_learning_rate_power,
             initial_accumulator_value=config.ftrl_initial_accumulator_value,
             l1=config.ftrl_l1, l2=config.ftrl_l2)
-    if name == 'momentum':
-        return MomentumOptimizer(momentum=config.momentum)
+    if name in ('momentum', 'nesterov'):
+        return MomentumOptimizer(momentum=config.momentum,
+                                 use_nesterov=name == 'nesterov')
     if name == 'rmsprop':
         return RMSPropOptimizer(
             decay=config.rmsprop_decay, momentum=config.rmsprop_momentum,
             epsilon=config.opt_epsilon)
     if name == 'sgd':
         return GradientDescentOptimizer()
+    if name in DECOUPLED_CLASSES:
+        return DECOUPLED_CLASSES[name](
+            mask=DecayMask.from_flag(config.weight_decay_exclude),
+            **config.hyperparameters(name))
     raise UsageError(
         f"Unknown optimizer '{name}'; set --optimizer to one of: "
         f"{', '.join(OPTIMIZER_NAMES)}.")
