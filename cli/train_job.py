@@ -18,6 +18,7 @@ from deployment import plan as deployment_plan
 from nets import nets_factory, quantization
 from training.checkpoints import restore as restore_lib
 from training.recipes import gradient_accumulation
+from training.recipes import decoupled_optimizers
 from training.recipes import learning_rate
 from training.recipes import optimizers
 from training.checkpoints import lock as lock_lib
@@ -135,7 +136,7 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
                             learning_rate_config, weight_decay=weight_decay,
                             quantize_delay=quantize_delay, drop_path_rate=drop_path_rate)
     if plan.is_chief:
-        _log_plan(plan, data, config, assembly, trainer)
+        _log_plan(plan, data, config, assembly, trainer, weight_decay)
     try:
         trainer.train()
     except tf.errors.InvalidArgumentError as error:
@@ -149,8 +150,18 @@ def train(data: DataConfig, deployment: model_deploy.DeploymentConfig,
     return trainer
 
 
+def describe_weight_decay(optimizer, weight_decay: float) -> Optional[str]:
+    """The plan block's line on a modern optimizer's decay beside TF-Slim's L2 term (None
+    for TF-Slim's optimizers, whose only decay is the L2 term): which applies where."""
+    if not isinstance(optimizer, decoupled_optimizers.DecoupledOptimizer):
+        return None
+    l2 = (f'L2 --weight_decay={weight_decay:g} in the loss, on the weights the net '
+          'regularizes' if weight_decay else 'no L2 term (--weight_decay=0)')
+    return f'weight decay: {optimizer.describe_decay()}; {l2}'
+
+
 def _log_plan(plan, data: DataConfig, config: trainer_lib.TrainConfig, assembly,
-              trainer: trainer_lib.Trainer):
+              trainer: trainer_lib.Trainer, weight_decay: float):
     """The chief's deployment plan, with the run's recipes, schedule and variables."""
     schedule = trainer.model_step.learning_rate_fn
     micro_batches = config.gradient_accumulation_steps
@@ -160,6 +171,8 @@ def _log_plan(plan, data: DataConfig, config: trainer_lib.TrainConfig, assembly,
     if config.distillation.enabled:
         recipes.append(f'distillation: teacher {config.distillation.describe()}')
     recipes += batch_norm_job.plan_lines(data)
+    decay = describe_weight_decay(trainer.optimizer, weight_decay)
+    recipes += [decay] if decay else []
     logging.info('%s', plan.describe(
         batch_size=data.batch_size, train_dir=config.train_dir,
         input_source=assembly.input_source,

@@ -3,8 +3,8 @@ with identical weights, and so does a run killed (SIGKILL) at random moments and
 resumed each time. The checkpoint holds the input position and dropout's generator;
 augmentation draws from stateless ops keyed by the seed and the example's number.
 
-cifarnet (cifarnet preprocessing: crop, flip, colour) on one device is in `make test`;
-inception_v3 and vgg_16 (their preprocessing), and 2 CPU clones, are slow.
+cifarnet (cifarnet preprocessing: crop, flip, colour; AdamW) on one device is in
+`make test`; inception_v3 and vgg_16 (their preprocessing), and 2 CPU clones, are slow.
 """
 import os
 import queue
@@ -93,10 +93,15 @@ def _check_reproducible(tmp_path, data, model_name, image_size, extra=(), kills=
     for run in ('second', 'killed'):
         testing_utils.assert_bit_identical(
             expected, testing_utils.trained_state(tmp_path / run, MAX_STEPS))
+    return resumed.stderr
 
 
 def test_cifarnet_runs_and_a_killed_run_end_bit_identical(tmp_path, shapes_dir):
-    _check_reproducible(tmp_path, shapes_dir, 'cifarnet', 32, kills=1)
+    # With AdamW: its slots and step count resume exactly; the plan says what it decays.
+    log = _check_reproducible(tmp_path, shapes_dir, 'cifarnet', 32, kills=1,
+                              extra=('--optimizer=adamw', '--learning_rate=0.001'))
+    assert ('weight decay: decoupled 0.004 x learning rate on 5 variables (5 excluded: '
+            'biases); L2 --weight_decay=4e-05 in the loss') in log, log[-3000:]
 
 
 CLONES = ('--num_clones=2', '--clone_on_cpu')

@@ -302,3 +302,17 @@ def test_checkpoint_resumes_exactly(name, tmp_path):
     for key in SMALL:
         np.testing.assert_array_equal(variables[key].numpy(), restored[key].numpy())
     assert int(restored_optimizer.iterations.numpy()) == 4
+
+
+@pytest.mark.parametrize('name, expected', [
+    ('adamw', 'decoupled 0.1 x learning rate on 2 variables (1 excluded: biases)'),
+    ('muon', 'decoupled 0.05 / 0.1 x learning rate on 2 variables (1 excluded: biases)'),
+    ('lars', '0.001 x var added to the gradient (LARS; the excluded skip the trust ratio '
+             'too) on 2 variables (1 excluded: biases)'),
+    ('lamb', 'none from --optimizer=lamb (its decay is 0)'),
+])
+def test_the_plan_block_says_what_is_decayed(name, expected):
+    flags = CONFIGS[name][0] if name != 'lamb' else {}
+    optimizer = create_optimizer(OptimizerConfig(optimizer=name, **flags))
+    optimizer.build([tf.Variable(value, name=key) for key, value in SMALL.items()])
+    assert optimizer.describe_decay() == expected

@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from core.naming import slim_name
 from training.recipes.optimizer_base import Optimizer
-from training.recipes.weight_decay_masks import DecayMask
+from training.recipes.weight_decay_masks import DecayMask, category_of
 
 
 def _read(variable):
@@ -50,17 +50,37 @@ class DecoupledOptimizer(Optimizer):
         self.mask = mask
         self.iterations = None
         self._decays = {}  # variable name -> the mask's verdict (not checkpointed)
+        self._decay_values = {}  # variable name -> its weight decay
 
     def build(self, variables):
         variables = list(variables)
+        if not self._decays:  # the first build is given the trained variables
+            self.mask.check_matches(variables)
         super().build(variables)
         for var in variables:
             self._decays[slim_name(var)] = self.mask.decays(var)
+            self._decay_values[slim_name(var)] = self._weight_decay_of(var)
 
     def decay_counts(self):
         """(decayed, excluded) among the variables built for, by name."""
         decayed = sum(self._decays.values())
         return decayed, len(self._decays) - decayed
+
+    def describe_decay(self) -> str:
+        """The plan block's account of this optimizer's decay, e.g. 'decoupled 0.05 x
+        learning rate on 4 variables (4 excluded: biases)'."""
+        decayed, excluded = self.decay_counts()
+        values = sorted({self._decay_values[name] for name, decays in self._decays.items()
+                         if decays and self._decay_values[name]})
+        categories = sorted({category_of(name) for name, decays in self._decays.items()
+                             if not decays})
+        spared = f'{excluded} excluded' + (f': {", ".join(categories)}' if excluded else '')
+        if not values:
+            return f'none from --optimizer={self.name.lower()} (its decay is 0)'
+        rates = ' / '.join(f'{value:g}' for value in values)
+        how = (f'{rates} x var added to the gradient (LARS; the excluded skip the trust '
+               'ratio too)' if not self.DECOUPLED else f'decoupled {rates} x learning rate')
+        return f'{how} on {decayed} variables ({spared})'
 
     def _build_non_slot_variables(self, variables):
         if self.iterations is None:
