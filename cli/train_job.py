@@ -38,6 +38,8 @@ def _describe_schedule(schedule: learning_rate.LearningRateSchedule,
         text += f' decay every {schedule.decay_steps} steps'
     if schedule.warmup_steps:
         text += f' after {schedule.warmup_steps:g} warmup steps'
+    if schedule.scaling:
+        text += f' ({schedule.scaling})'
     # Slim counted epochs in per-replica batches; say so, since it sets the step counts.
     return text + (f'; {schedule.steps_per_epoch:g} steps per epoch (batch {batch_size} '
                    'per replica)')
@@ -88,11 +90,15 @@ def build_trainer(plan: deployment_plan.DeploymentPlan, data: DataConfig, assemb
     """The Trainer of data.model_name on assembly's input, as plan deploys it: its
     network and optimizer made under the plan's strategy, its learning-rate schedule."""
     strategy = plan.strategy
+    batches_per_update = plan.config.gradients_per_update * config.gradient_accumulation_steps
     learning_rate_fn = learning_rate.create_learning_rate_fn(
         learning_rate_config, assembly.spec.num_samples, data.batch_size,
-        batches_per_update=(plan.config.gradients_per_update
-                            * config.gradient_accumulation_steps),
-        max_number_of_steps=config.max_number_of_steps)
+        batches_per_update=batches_per_update,
+        max_number_of_steps=config.max_number_of_steps,
+        # Every replica in sync adds its batch to an update (one under parameter servers).
+        global_batch_size=(data.batch_size * strategy.num_replicas_in_sync
+                           * batches_per_update),
+        adaptive=optimizer_config.optimizer in optimizers.ADAPTIVE_NAMES)
     with strategy.scope():
         quantization_aware = quantize_delay is not None and quantize_delay >= 0
         network = nets_factory.get_network_fn(

@@ -97,6 +97,17 @@ def learning_rate(define):
                  'after which the learning rate decays.')
     define.float('warmup_epochs', LearningRateConfig.warmup_epochs, 'Epochs of linear '
                  'warm-up from 0 to --learning_rate.')
+    define.integer('learning_rate_base_batch_size',
+                   LearningRateConfig.learning_rate_base_batch_size, '--learning_rate is '
+                   'the rate for a global batch of this size (e.g. 256), scaled to the '
+                   'run\'s (every replica\'s batch, accumulated micro-batches, sync '
+                   'replicas\' aggregated batches) by --learning_rate_base_scale, as '
+                   'timm\'s --lr-base; the plan block prints the result. 0: the rate as '
+                   'given.')
+    define.string('learning_rate_base_scale', LearningRateConfig.learning_rate_base_scale,
+                  'linear (the rate times the batch ratio) or sqrt (times its square '
+                  'root); default: sqrt for the adaptive optimizers (adadelta, adagrad, '
+                  'adam, adamw, lamb: timm\'s rule), linear for the others.')
 
 
 def fine_tuning(define):

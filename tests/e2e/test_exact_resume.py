@@ -97,11 +97,16 @@ def _check_reproducible(tmp_path, data, model_name, image_size, extra=(), kills=
 
 
 def test_cifarnet_runs_and_a_killed_run_end_bit_identical(tmp_path, shapes_dir):
-    # With AdamW: its slots and step count resume exactly; the plan says what it decays.
+    # With AdamW: its slots and step count resume exactly; the plan says what it decays
+    # and how the rate given for a batch of 2 scales to this run's 4 (sqrt: adaptive).
     log = _check_reproducible(tmp_path, shapes_dir, 'cifarnet', 32, kills=1,
-                              extra=('--optimizer=adamw', '--learning_rate=0.001'))
+                              extra=('--optimizer=adamw', '--learning_rate=0.001',
+                                     '--learning_rate_base_batch_size=2'))
     assert ('weight decay: decoupled 0.004 x learning rate on 5 variables (5 excluded: '
             'biases); L2 --weight_decay=4e-05 in the loss') in log, log[-3000:]
+    assert re.search(r"learning rate: 0\.00141421, exponential decay every \d+ steps \("
+                     r"--learning_rate=0\.001 for a global batch of 2, x 1\.41421 \(sqrt\) "
+                     r"for this run's 4\)", log), log[-3000:]
 
 
 CLONES = ('--num_clones=2', '--clone_on_cpu')

@@ -193,3 +193,35 @@ def test_fixed_rate_needs_no_decay_steps():
 def test_invalid_inputs(config, samples, batch, replicas, flag):
     with pytest.raises(UsageError, match=flag):
         create_learning_rate_fn(config, samples, batch, batches_per_update=replicas)
+
+
+# --learning_rate_base_batch_size: the rate given is for that global batch (timm's --lr-base).
+
+@pytest.mark.parametrize('scale, adaptive, expected', [
+    ('', False, 0.1 * 1024 / 256),  # linear for SGD-like optimizers
+    ('', True, 0.1 * 2.0),  # sqrt(1024 / 256) for the adaptive ones
+    ('linear', True, 0.1 * 4.0),
+    ('sqrt', False, 0.1 * 2.0),
+])
+def test_the_rate_scales_to_the_global_batch(scale, adaptive, expected):
+    config = LearningRateConfig(learning_rate=0.1, learning_rate_decay_type='fixed',
+                                learning_rate_base_batch_size=256,
+                                learning_rate_base_scale=scale)
+    fn = create_learning_rate_fn(config, SAMPLES, 128, batches_per_update=2,
+                                 global_batch_size=1024, adaptive=adaptive)
+    np.testing.assert_allclose(rates_at(fn, [0, 7]), [expected] * 2, rtol=1e-6)
+    assert fn.scaling == (f'--learning_rate=0.1 for a global batch of 256, x '
+                          f'{expected / 0.1:g} ({scale or ("sqrt" if adaptive else "linear")})'
+                          " for this run's 1024")
+
+
+def test_without_a_base_batch_the_rate_is_as_given():
+    fn = create_learning_rate_fn(LearningRateConfig(learning_rate_decay_type='fixed'),
+                                 SAMPLES, 128, global_batch_size=1024, adaptive=True)
+    np.testing.assert_allclose(rates_at(fn, [0]), [0.01], rtol=1e-6)
+    assert fn.scaling == ''
+
+
+def test_an_unknown_base_scale_is_refused():
+    with pytest.raises(UsageError, match='--learning_rate_base_scale=cube'):
+        LearningRateConfig(learning_rate_base_scale='cube')

@@ -19,10 +19,18 @@ and, beyond slim, cosine decay from lr down to end_lr (the floor), after the war
 
 batch_size is slim's per-clone --batch_size, so with several replicas each one counts
 epochs on its own, as slim's clones did.
+
+With learning_rate_base_batch_size (timm's --lr-base-size), learning_rate is the rate for
+that global batch and the run's global batch (every replica's batch, accumulated
+micro-batches and sync replicas' aggregated ones) scales it, as timm's --lr-base:
+
+    lr = learning_rate * (global_batch / base_batch)         linear
+    lr = learning_rate * sqrt(global_batch / base_batch)     sqrt, the default for the
+                                                             adaptive optimizers
 """
 import dataclasses
 import math
-from typing import Optional
+from typing import Optional, Tuple
 
 import tensorflow as tf
 
@@ -30,6 +38,7 @@ from core import checks
 from core.errors import UsageError
 
 DECAY_TYPES = ('fixed', 'exponential', 'polynomial', 'cosine')
+BASE_SCALES = ('', 'linear', 'sqrt')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,8 +50,17 @@ class LearningRateConfig:
     learning_rate_decay_factor: float = 0.94
     num_epochs_per_decay: float = 2.0
     warmup_epochs: float = 0.0
+    # timm's --lr-base-size and --lr-base-scale; 0: learning_rate is the run's rate.
+    learning_rate_base_batch_size: int = 0
+    learning_rate_base_scale: str = ''  # linear or sqrt; '': sqrt for adaptive optimizers
 
     def __post_init__(self):
+        checks.check_at_least(0, learning_rate_base_batch_size=(
+            self.learning_rate_base_batch_size))
+        if self.learning_rate_base_scale not in BASE_SCALES:
+            raise UsageError(f'--learning_rate_base_scale={self.learning_rate_base_scale} '
+                             'is unknown; pass linear, sqrt, or nothing (sqrt for the '
+                             'adaptive optimizers, linear for the others).')
         # (--warmup_epochs is checked where the schedule is made.)
         checks.check_at_least(0, learning_rate=self.learning_rate,
                               end_learning_rate=self.end_learning_rate)
@@ -61,6 +79,8 @@ class LearningRateSchedule:
     steps_per_epoch: float
     decay_steps: int
     warmup_steps: float = 0.0  # steps_per_epoch * warmup_epochs
+    # How config.learning_rate came from --learning_rate, for the plan block ('' as given).
+    scaling: str = ''
 
     def __call__(self, global_step) -> tf.Tensor:
         config = self.config
@@ -90,16 +110,37 @@ class LearningRateSchedule:
         return learning_rate
 
 
+def scale_to_batch(config: LearningRateConfig, global_batch_size: int,
+                   adaptive: bool) -> Tuple[LearningRateConfig, str]:
+    """(config with learning_rate scaled to global_batch_size, how), as timm's --lr-base;
+    config itself and '' without --learning_rate_base_batch_size."""
+    base = config.learning_rate_base_batch_size
+    if not base:
+        return config, ''
+    scale = config.learning_rate_base_scale or ('sqrt' if adaptive else 'linear')
+    ratio = global_batch_size / base
+    factor = math.sqrt(ratio) if scale == 'sqrt' else ratio
+    how = (f'--learning_rate={config.learning_rate:g} for a global batch of {base}, x '
+           f'{factor:g} ({scale}) for this run\'s {global_batch_size}')
+    return dataclasses.replace(config, learning_rate=config.learning_rate * factor), how
+
+
 def create_learning_rate_fn(
         config: LearningRateConfig, num_samples_per_epoch: int, batch_size: int,
         batches_per_update: int = 1,
-        max_number_of_steps: Optional[int] = None) -> LearningRateSchedule:
+        max_number_of_steps: Optional[int] = None, *, global_batch_size: int = None,
+        adaptive: bool = False) -> LearningRateSchedule:
     """Slim's learning-rate schedule (or cosine) as a function of the global step.
 
     batches_per_update is the number of replicas' batches one update averages under
     slim's --sync_replicas (1 otherwise): an epoch then takes that many times fewer steps.
     max_number_of_steps, the run's length (None: unbounded), sets cosine's decay period.
+    global_batch_size (default batch_size * batches_per_update), the examples of one
+    update, and adaptive (the optimizer's kind) scale the rate to
+    --learning_rate_base_batch_size's.
     """
+    config, scaling = scale_to_batch(
+        config, global_batch_size or batch_size * batches_per_update, adaptive)
     if config.learning_rate_decay_type not in DECAY_TYPES:
         raise UsageError(
             f"Unknown learning_rate_decay_type '{config.learning_rate_decay_type}'; "
@@ -143,4 +184,5 @@ def create_learning_rate_fn(
             f'{config.num_epochs_per_decay} epochs per decay); raise --num_epochs_per_decay '
             'or lower --batch_size so that a decay period spans at least one step.')
     return LearningRateSchedule(config=config, steps_per_epoch=steps_per_epoch,
-                                decay_steps=decay_steps, warmup_steps=warmup_steps)
+                                decay_steps=decay_steps, warmup_steps=warmup_steps,
+                                scaling=scaling)

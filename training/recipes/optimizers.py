@@ -142,6 +142,9 @@ DECOUPLED_CLASSES = {'adamw': decoupled.AdamWOptimizer, 'lamb': decoupled.LambOp
                      'muon': decoupled.MuonOptimizer}
 DECOUPLED_NAMES = tuple(DECOUPLED_CLASSES)
 OPTIMIZER_NAMES = tuple(sorted(TF1_OPTIMIZER_NAMES + DECOUPLED_NAMES))
+# timm's rule for --learning_rate_base_batch_size: names holding 'ada' or 'lamb' scale
+# their rate by the square root of the batch ratio, the others linearly.
+ADAPTIVE_NAMES = tuple(name for name in OPTIMIZER_NAMES if 'ada' in name or 'lamb' in name)
 
 
 class GradientDescentOptimizer(Optimizer):
