@@ -199,6 +199,7 @@ def test_five_steps_equal_the_reference(name, model_name, clipped):
     ('resnet_v1_50/conv1/BatchNorm/gamma', 'norms'),
     ('convnext_tiny/stage_0/block_0/layer_norm/beta', 'norms'),
     ('convnext_tiny/stage_0/block_0/layer_scale', 'layer_scales'),
+    ('dinov2_small_14/block_3/layer_scale_2', 'layer_scales'),
     ('vit_b16/position_embedding', 'embeddings'), ('vit_b16/class_token', 'embeddings'),
     ('vit_b16/register_tokens', 'embeddings'), ('vit_b16/patch_embedding/conv/weights', None),
     ('LeNet/fc3/biases/part_1', 'biases'),

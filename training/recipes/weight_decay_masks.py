@@ -9,7 +9,7 @@ variable's TF-Slim name:
     biases:        the leaf 'biases' or 'bias'
     embeddings:    the leaf 'position_embedding' or a token ('class_token',
                    'register_tokens')
-    layer_scales:  the leaf 'layer_scale' (ConvNeXt's)
+    layer_scales:  the leaf 'layer_scale' (ConvNeXt's) or 'layer_scale_<n>' (DINOv2's)
 
 (a patch embedding's conv kernel is a weight: decayed, as in timm.)
 """
@@ -43,7 +43,7 @@ def category_of(name: str) -> Optional[str]:
         return 'norms'
     if _EMBEDDING_LEAF.search(parts[-1]):
         return 'embeddings'
-    if parts[-1] == 'layer_scale':
+    if re.fullmatch(r'layer_scale(_\d+)?', parts[-1]):
         return 'layer_scales'
     return None
 
