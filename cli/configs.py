@@ -3,9 +3,9 @@
 One function per script builds its job: training_from_flags, evaluation_from_flags
 (benchmark_from_flags: with --benchmark, cli.benchmark_job times that job instead),
 export_from_flags, conversion_from_flags, averaging_from_flags, import_from_flags,
-prediction_from_flags. A config field whose flag has the same name (cli.flags gives a
-name one meaning) is read from it; the rest are mapped here. Each takes the FlagValues
-to read, absl's global FLAGS by default.
+timm_import_from_flags, prediction_from_flags. A config field whose flag has the same
+name (cli.flags gives a name one meaning) is read from it; the rest are mapped here.
+Each takes the FlagValues to read, absl's global FLAGS by default.
 """
 import dataclasses
 import sys
@@ -20,6 +20,7 @@ from cli.eval_job import EvaluationJob
 from cli.export_job import ExportConfig, ExportJob
 from cli.flag_groups.data import DEFAULT_DATASET
 from cli.import_weights_job import ImportJob
+from cli.timm_import_job import TimmImportJob
 from cli.predict_job import PredictionJob
 from cli.train_job import TrainingJob
 from core import checks, threads
@@ -280,6 +281,18 @@ def import_from_flags(flag_values: flags.FlagValues = FLAGS) -> ImportJob:
             raise UsageError(f'--{name} is not for the import ({why}); pass it to '
                              'training, evaluation or export of the imported checkpoint.')
     return _from_flags(ImportJob, flag_values)
+
+
+def timm_import_from_flags(flag_values: flags.FlagValues = FLAGS) -> TimmImportJob:
+    """import_timm_weights.py's job: the net, the file, the output (and --image_size,
+    the grid a position embedding is resampled to)."""
+    for name, why in [('preprocessing_name', 'timm\'s pretrained_cfg is kept beside it'),
+                      ('labels_offset', 'the import keeps the file\'s classes'),
+                      ('use_grayscale', 'timm\'s weights take 3 channels')]:
+        if flag_values[name].present:
+            raise UsageError(f'--{name} is not for the import ({why}); pass it to '
+                             'training, evaluation or export of the imported checkpoint.')
+    return _from_flags(TimmImportJob, flag_values)
 
 
 def _export_formats(flag_values) -> tuple:

@@ -21,7 +21,8 @@ SCRIPTS = ('train_image_classifier.py', 'eval_image_classifier.py',
            'export_inference_graph.py', 'download_and_convert_data.py')
 # Scripts TF-Slim did not have; their flags follow the same rules.
 TOOLKIT_SCRIPTS = ('average_checkpoints.py', 'recompute_batch_norm_statistics.py',
-                   'import_keras_weights.py', 'predict_image_classifier.py')
+                   'import_keras_weights.py', 'import_timm_weights.py',
+                   'predict_image_classifier.py')
 
 # The flags below are defined on behalf of the script calling define(): absl files them
 # under that script, so its --helpfull and its flags.txt (cli.run_record) list them.

@@ -57,7 +57,7 @@ class Imported:
     agreement: transfer.LogitsAgreement
 
 
-def _check_output(output_dir: str, overwrite: bool):
+def check_output(output_dir: str, overwrite: bool):
     """One line when output_dir holds anything and --overwrite is not given."""
     paths.check_output_dir(output_dir, '--output_dir')
     if os.path.isdir(output_dir) and os.listdir(output_dir) and not overwrite:
@@ -65,7 +65,7 @@ def _check_output(output_dir: str, overwrite: bool):
                          f'replace the imported checkpoint there, or an empty directory.')
 
 
-def _write_checkpoint(variables, output_dir: str) -> str:
+def write_checkpoint(variables, output_dir: str) -> str:
     """Saves the variables under their slim names into a staging directory, checks it
     reads back, then moves it into place (index last) with the state file."""
     os.makedirs(output_dir, exist_ok=True)
@@ -119,7 +119,7 @@ def _disagreement(job, counterpart, keras_model, size: int, agreement) -> str:
 def run(job: ImportJob) -> Imported:
     """Imports, checks the logits, writes; prints the restore report and what to do."""
     counterpart = catalog.get(job.model_name)
-    _check_output(job.output_dir, job.overwrite)
+    check_output(job.output_dir, job.overwrite)
     weights_file = (transfer.imagenet_weights(counterpart) if job.keras_weights == IMAGENET
                     else job.keras_weights)
     size = job.check_image_size or nets_factory.get_spec(job.model_name).default_image_size
@@ -133,7 +133,7 @@ def run(job: ImportJob) -> Imported:
                                           seed=job.seed)
     if not agreement.agrees:
         raise UsageError(_disagreement(job, counterpart, keras_model, size, agreement))
-    prefix = _write_checkpoint(ours.network.variables, job.output_dir)
+    prefix = write_checkpoint(ours.network.variables, job.output_dir)
     with open(os.path.join(job.output_dir, RECORD_FILE), 'w') as f:
         json.dump({'model_name': job.model_name, 'keras_weights': weights_file,
                    'keras_application': counterpart.application.__name__,

@@ -43,6 +43,7 @@ GROUPS = {
     'Existing output': tools.existing_output,
     'Checkpoint averaging': tools.checkpoint_averaging,
     'Keras weights': tools.keras_weights,
+    'timm weights': tools.timm_weights,
     'Checkpoint output': tools.checkpoint_output,
     'Parity check': exporting.parity_check,
     'Conversion': data.conversion,

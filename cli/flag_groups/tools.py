@@ -54,6 +54,14 @@ def keras_weights(define):
                   'Keras\'s cache, ~/.keras/models, unless already there).')
 
 
+def timm_weights(define):
+    define.string('timm_weights', None, 'timm\'s weights for --model_name: a '
+                  'model.safetensors file (with timm\'s config.json beside it, if any), '
+                  'a Hugging Face snapshot folder holding both, or hf_hub:<id> (e.g. '
+                  'hf_hub:timm/vit_base_patch16_224.augreg2_in21k_ft_in1k, downloaded '
+                  'through huggingface_hub).')
+
+
 def tf_logging(define):
     """Read before TensorFlow loads (cli.startup); defined here for --help and parsing."""
     define.enum('tf_log_level', startup.DEFAULT_TF_LOG_LEVEL, startup.TF_LOG_LEVELS,

@@ -1,0 +1,152 @@
+r"""Writes the timm goldens under tests/data/timm/: timm's own model, seeded random
+weights, its logits, for tests/nets/timm_import/ and tests/e2e/test_import_timm_weights.py
+to compare ours with (CI needs neither PyTorch nor timm).
+
+  /work/timm_venv/bin/python maintainer/timm_goldens.py   # torch (CPU) + timm 1.0.31
+
+For each case a directory tests/data/timm/<case>/ holds
+  model.safetensors  every parameter of `timm.create_model(architecture, **kwargs)`,
+                     drawn from a seeded normal (weights ~ N(0, 1/fan_in), norms'
+                     weights 1 + N(0, 0.1^2), biases, layer scales and tokens random too,
+                     so no part of the net is an identity), rounded to float16 first (to
+                     bfloat16 for the BF16 case), so the stored file is exact and small;
+  config.json        as timm's push_to_hub writes it: architecture, num_classes,
+                     label_names (made up), pretrained_cfg of that architecture;
+  input.npy          seeded normal images [2, height, width, 3], float32 (NHWC);
+  logits.npy         timm's output on them in eval mode, float32 (features for a model
+                     without a classifier);
+  case.json          what the test builds: our net, kwargs given to timm, sizes.
+`case['import_size']` differing from `case['timm_kwargs']['img_size']`: the logits are
+those of timm's model at import_size after timm's own checkpoint_filter_fn resampled the
+position embedding of the stored grid (timm's load path), which ours must reproduce.
+
+Cases are the smallest variant of each family. `vit_tiny_16` is the whole registered
+net (through import_timm_weights.py; 10 classes, 32x32 to keep the file at 11 MB);
+DINOv2 and ConvNeXt keep their architecture with fewer and narrower blocks (timm's
+depth / embed_dim, depths / dims kwargs; ours built with the same numbers), because
+their smallest variants would take 44-57 MB. Also position_embedding.npz: timm's
+resample_abs_pos_embed of a seeded embedding onto larger and smaller grids.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import safetensors.torch
+import timm
+import torch
+from timm.layers import resample_abs_pos_embed
+from timm.models import vision_transformer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, 'tests', 'data', 'timm')
+SEED = 20261207
+
+CASES = {
+    'vit_tiny_16': dict(architecture='vit_tiny_patch16_224', model_name='vit_tiny_16',
+                        timm_kwargs=dict(img_size=32, num_classes=10), dtype='F16'),
+    'dinov2_small_14': dict(
+        architecture='vit_small_patch14_dinov2', model_name='dinov2_small_14',
+        timm_kwargs=dict(img_size=56, depth=2, embed_dim=96, num_heads=6),
+        import_size=28, dtype='F32',
+        ours=dict(depth=96, num_blocks=2, num_heads=6)),
+    'dinov2_small_14_reg4': dict(
+        architecture='vit_small_patch14_reg4_dinov2', model_name='dinov2_small_14_reg4',
+        timm_kwargs=dict(img_size=42, depth=2, embed_dim=96, num_heads=6),
+        dtype='F16', ours=dict(depth=96, num_blocks=2, num_heads=6)),
+    'convnext_tiny': dict(
+        architecture='convnext_tiny', model_name='convnext_tiny',
+        timm_kwargs=dict(depths=(1, 2, 1, 1), dims=(16, 32, 48, 64), num_classes=7),
+        image_size=64, dtype='BF16',
+        ours=dict(depths=(16, 32, 48, 64), blocks_per_stage=(1, 2, 1, 1))),
+}
+
+
+def _randomise(model, generator, dtype):
+    """Every parameter drawn anew (see the docstring), rounded to the stored dtype."""
+    for name, parameter in model.named_parameters():
+        shape = parameter.shape
+        noise = torch.randn(shape, generator=generator)
+        if parameter.ndim >= 2 and 'token' not in name and 'pos_embed' not in name:
+            fan_in = int(np.prod(shape[1:]))
+            value = noise / np.sqrt(fan_in)
+        elif name.endswith('.weight') and parameter.ndim == 1:  # norms
+            value = 1 + 0.1 * noise
+        elif 'gamma' in name:  # layer scales
+            value = 0.5 + 0.1 * noise
+        else:  # biases, tokens, position embeddings
+            value = 0.2 * noise if parameter.ndim == 1 else 0.5 * noise
+        rounded = value.to(torch.bfloat16 if dtype == 'BF16' else torch.float16)
+        with torch.no_grad():
+            parameter.copy_(rounded.to(torch.float32))
+
+
+def _config(model, architecture, num_classes):
+    cfg = dict(model.pretrained_cfg)
+    keep = ('architecture', 'tag', 'input_size', 'interpolation', 'crop_pct', 'crop_mode',
+            'mean', 'std', 'num_classes', 'pool_size', 'first_conv', 'classifier')
+    cfg = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.items() if k in keep}
+    config = {'architecture': architecture, 'num_classes': num_classes,
+              'num_features': model.num_features, 'pretrained_cfg': cfg}
+    if num_classes:
+        config['label_names'] = [f'class_{i}' for i in range(num_classes)]
+    return config
+
+
+def write_case(name, case, seed):
+    generator = torch.Generator().manual_seed(seed)
+    model = timm.create_model(case['architecture'], pretrained=False, **case['timm_kwargs'])
+    model.eval()
+    _randomise(model, generator, case['dtype'])
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    size = case.get('image_size') or case['timm_kwargs']['img_size']
+    import_size = case.get('import_size', size)
+    evaluated = model
+    if import_size != size:  # timm's load path onto another grid
+        evaluated = timm.create_model(case['architecture'], pretrained=False,
+                                      **dict(case['timm_kwargs'], img_size=import_size))
+        evaluated.load_state_dict(vision_transformer.checkpoint_filter_fn(
+            dict(state), evaluated))
+        evaluated.eval()
+    images = torch.randn((2, 3, import_size, import_size), generator=generator)
+    with torch.no_grad():
+        logits = evaluated(images).numpy().astype(np.float32)
+    folder = os.path.join(OUT, name)
+    os.makedirs(folder, exist_ok=True)
+    stored = {k: v.to(torch.bfloat16 if case['dtype'] == 'BF16' else
+                      torch.float16 if case['dtype'] == 'F16' else torch.float32)
+              for k, v in state.items()}
+    safetensors.torch.save_file(stored, os.path.join(folder, 'model.safetensors'))
+    with open(os.path.join(folder, 'config.json'), 'w') as f:
+        json.dump(_config(model, case['architecture'], model.num_classes), f, indent=2)
+    np.save(os.path.join(folder, 'input.npy'),
+            images.permute(0, 2, 3, 1).numpy().astype(np.float32))
+    np.save(os.path.join(folder, 'logits.npy'), logits)
+    with open(os.path.join(folder, 'case.json'), 'w') as f:
+        json.dump(dict(case, image_size=size, import_size=import_size, seed=seed,
+                       timm_version=timm.__version__), f, indent=2)
+    print(f'{name}: {sum(v.numel() for v in state.values()):,} values, logits '
+          f'{logits.shape}, largest {np.abs(logits).max():.3g}')
+
+
+def write_resampling(seed):
+    """timm's resample_abs_pos_embed of one seeded [1, 1 + 16, 8] embedding (a class
+    token and a 4x4 grid) onto 7x7 (up) and 2x2, 3x3 (down)."""
+    generator = torch.Generator().manual_seed(seed)
+    embedding = torch.randn((1, 1 + 16, 8), generator=generator)
+    out = {'embedding': embedding.numpy()}
+    for rows in (2, 3, 7):
+        out[f'grid_{rows}'] = resample_abs_pos_embed(
+            embedding, new_size=(rows, rows), num_prefix_tokens=1).numpy()
+    np.savez(os.path.join(OUT, 'position_embedding.npz'), **out)
+
+
+def main():
+    torch.manual_seed(SEED)
+    for index, (name, case) in enumerate(CASES.items()):
+        write_case(name, case, SEED + index)
+    write_resampling(SEED)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
