@@ -6,10 +6,13 @@ import json
 import pathlib
 
 import numpy as np
+import pytest
 import tensorflow as tf
+from absl import logging
 
-from helpers.scripts import run_script
+from helpers.scripts import TRAIN, run_script
 from nets import nets_factory
+from training.checkpoints import restore
 
 IMPORT = 'import_timm_weights.py'
 GOLDEN = pathlib.Path(__file__).resolve().parents[1] / 'data' / 'timm' / 'vit_tiny_16'
@@ -31,11 +34,18 @@ def _restored_logits(prefix, images):
     return network(tf.constant(images), training=False)[0].numpy()
 
 
-def test_import_gives_timms_logits_and_keeps_its_preprocessing(tmp_path):
-    output = tmp_path / 'imported'
+@pytest.fixture(scope='module')
+def imported(tmp_path_factory):
+    """The golden imported through the script at 32x32 (its grid): (output, result)."""
+    output = tmp_path_factory.mktemp('timm') / 'imported'
     made = run_script(IMPORT, '--model_name=vit_tiny_16', f'--timm_weights={GOLDEN}',
                       f'--output_dir={output}', '--image_size=32')
     assert made.returncode == 0, made.stderr[-3000:]
+    return output, made
+
+
+def test_import_gives_timms_logits_and_keeps_its_preprocessing(imported, tmp_path):
+    output, made = imported
     assert ('Restore report: 152 of 152 timm tensors copied, each exactly once (50 '
             'transformed to our layout), none left over.') in made.stdout
     assert f'Wrote {output}/model.ckpt-0' in made.stdout
@@ -60,3 +70,41 @@ def test_import_gives_timms_logits_and_keeps_its_preprocessing(tmp_path):
                           '(timm\'s vit_small_patch16_224, vit_small_patch16_384, '
                           'deit_small_patch16_224); pass the --model_name of its '
                           'architecture, or weights of vit_small_patch16_224.')
+
+
+def test_restoring_at_another_size_resamples_the_position_embedding(imported, monkeypatch):
+    """Fine-tuning, evaluation and export at 48 (a 3x3 grid) from the 2x2 checkpoint:
+    the restore resamples and says so; the logits are the 32x32 net's called at 48."""
+    output, _ = imported
+    images = np.load(GOLDEN / 'input.npy')
+    larger = tf.image.resize(images, [48, 48]).numpy()
+    at_32 = nets_factory.get_network_fn('vit_tiny_16', 10)
+    at_32(tf.zeros([1, 32, 32, 3]), training=False)
+    restore.restore_network(at_32, str(output))
+    at_48 = nets_factory.get_network_fn('vit_tiny_16', 10)
+    at_48(tf.zeros([1, 48, 48, 3]), training=False)
+    said = []
+    monkeypatch.setattr(logging, 'info', lambda fmt, *args: said.append(fmt % args))
+    restore.restore_network(at_48, str(output))
+    assert said[0].endswith('151 restored, 0 excluded, 0 missing, 0 shape-mismatched, 0 '
+                            'only in the checkpoint. vit_tiny_16/position_embedding '
+                            'resampled from [1, 5, 192] to [1, 10, 192] (bicubic: this '
+                            'image size\'s grid).'), said
+    np.testing.assert_allclose(at_48(tf.constant(larger), training=False)[0],
+                               at_32(tf.constant(larger), training=False)[0],
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_linear_probe_fine_tunes_at_another_size(imported, tmp_path, shapes_dir):
+    output, _ = imported
+    tuned = run_script(TRAIN, '--model_name=vit_tiny_16', '--dataset_name=shapes',
+                       f'--dataset_dir={shapes_dir}', f'--train_dir={tmp_path / "train"}',
+                       f'--checkpoint_path={output}', '--train_image_size=48',
+                       '--checkpoint_exclude_scopes=vit_tiny_16/head/logits',
+                       '--trainable_scopes=vit_tiny_16/head/logits', '--batch_size=4',
+                       '--max_number_of_steps=2')
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    assert ('149 restored, 2 excluded, 0 missing, 0 shape-mismatched, 0 only in the '
+            'checkpoint. vit_tiny_16/position_embedding resampled from [1, 5, 192] to '
+            '[1, 10, 192]') in tuned.stderr

@@ -95,12 +95,18 @@ class RestorePlan:
     checkpoint_only: List[str]
     global_step: Optional[int]
     use_moving_averages: bool = False
+    # (variable, checkpoint key, checkpoint shape): values of another shape the network
+    # fits to its own (a ViT's position embedding on another image size's grid).
+    resampled: List[Tuple[tf.Variable, str, list]] = dataclasses.field(default_factory=list)
 
     def summary(self) -> str:
+        resampled = ''.join(f' {slim_name(v)} resampled from {shape} to '
+                            f'{v.shape.as_list()} (bicubic: this image size\'s grid).'
+                            for v, _, shape in self.resampled)
         return (f'Restore from {self.checkpoint_path}: {len(self.restored)} restored, '
                 f'{len(self.excluded)} excluded, {len(self.missing)} missing, '
                 f'{len(self.mismatched)} shape-mismatched, {len(self.checkpoint_only)} '
-                f'only in the checkpoint.')
+                f'only in the checkpoint.{resampled}')
 
     def describe(self, verbose: bool = True) -> str:
         """The summary line, and with verbose the names under each heading."""
@@ -195,13 +201,27 @@ def _checkpoint_step(reader, available, object_based) -> Optional[int]:
     return int(reader.get_tensor(step_key)) if step_key in available else None
 
 
+def _resamples(network, variable, checkpoint_path: str, key: str) -> bool:
+    """Whether the network fits the checkpoint's value of another shape to the
+    variable (its `resample_restored`, e.g. a ViT's position embedding)."""
+    resample = getattr(network, 'resample_restored', None)
+    if resample is None:
+        return False
+    with integrity.naming_damage(checkpoint_path):
+        value = tf.train.load_checkpoint(checkpoint_path).get_tensor(key)
+    return resample(variable, value) is not None
+
+
 def plan_restore(network: tf.Module, checkpoint_path: str, *,
                  exclude_scopes: Sequence[str] = (),
-                 use_moving_averages: bool = False) -> RestorePlan:
+                 use_moving_averages: bool = False,
+                 resample: bool = False) -> RestorePlan:
     """Matches the network's variables with a checkpoint's by slim name; assigns nothing.
 
     An exclude scope that matches none of the network's variables is an error (a typo
-    would otherwise restore the layers it meant to leave out).
+    would otherwise restore the layers it meant to leave out). resample: a value of
+    another shape that the network can fit (`resample_restored`) is planned as
+    resampled, not mismatched (fine-tuning, evaluation, export at another image size).
     """
     checkpoint_path = resolve_checkpoint(checkpoint_path)
     with integrity.naming_damage(checkpoint_path):
@@ -228,7 +248,11 @@ def plan_restore(network: tf.Module, checkpoint_path: str, *,
         elif key not in available:
             plan.missing.append(name)
         elif list(available[key]) != variable.shape.as_list():
-            plan.mismatched.append((name, list(available[key]), variable.shape.as_list()))
+            if resample and _resamples(network, variable, checkpoint_path, key):
+                plan.resampled.append((variable, key, list(available[key])))
+            else:
+                plan.mismatched.append((name, list(available[key]),
+                                        variable.shape.as_list()))
         else:
             plan.restored.append((variable, key))
     used = set(keys.values())
@@ -260,12 +284,13 @@ def restore_network(network: tf.Module, checkpoint_path: str, *,
     Variables under an excluded scope keep their values. Missing variables are an error
     unless ignore_missing_vars; shape mismatches are always an error, listed together,
     with the exact --checkpoint_exclude_scopes or --labels_offset when only the class
-    count differs. With use_moving_averages, each variable takes its exponential moving
-    average (slim's --moving_average_decay at evaluation). fine_tuning: see
-    RestorePlan.check. The report's counts are logged; with -v 1 the names too.
+    count differs; a value the network fits to its variable (a ViT's position embedding
+    on another image size's grid) is resampled, and the report says so. With
+    use_moving_averages, each variable takes its exponential moving average (slim's
+    --moving_average_decay at evaluation). fine_tuning: see RestorePlan.check. The report's counts are logged; with -v 1 the names too.
     """
     plan = plan_restore(network, checkpoint_path, exclude_scopes=exclude_scopes,
-                        use_moving_averages=use_moving_averages)
+                        use_moving_averages=use_moving_averages, resample=True)
     logging.info('%s', plan.summary())
     logging.vlog(1, '%s', plan.describe(verbose=True))
     plan.check(ignore_missing_vars, fine_tuning)
@@ -276,4 +301,6 @@ def restore_network(network: tf.Module, checkpoint_path: str, *,
         reader = tf.train.load_checkpoint(plan.checkpoint_path)
         for variable, key in plan.restored:
             variable.assign(reader.get_tensor(key))
+        for variable, key, _ in plan.resampled:
+            variable.assign(network.resample_restored(variable, reader.get_tensor(key)))
     return plan.global_step
