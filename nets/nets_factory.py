@@ -17,6 +17,7 @@ from nets import inception_resnet_v2, inception_v4  # noqa: F401
 from nets import video_inception  # noqa: F401
 from nets.efficientnet import efficientnet, efficientnet_v2  # noqa: F401
 from nets import convnext, convnext_v2  # noqa: F401
+from nets.mobilenet_v4 import mobilenet_v4  # noqa: F401
 from nets.vit import vit  # noqa: F401
 from nets import registry
 from nets.layers.fake_quant import QuantizationParams
@@ -30,7 +31,7 @@ network_names = registry.names
 DROP_PATH_RATE_FAMILIES = ('resnet_v1_*', 'resnet_v2_*', 'inception_resnet_v2',
                            'mobilenet_v2*', 'mobilenet_v3*', 'mobilenet_edgetpu*',
                            'convnext_*', 'efficientnet_b*', 'efficientnet_v2_*',
-                           'vit_*', 'dinov2_*')
+                           'vit_*', 'dinov2_*', 'mobilenet_v4_*')
 
 
 def get_network_fn(name: str, num_classes: int, weight_decay: float = 0.0,

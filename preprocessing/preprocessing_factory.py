@@ -13,6 +13,7 @@ from preprocessing import efficientnet_preprocessing  # noqa: F401
 from preprocessing import efficientnet_v2_preprocessing  # noqa: F401
 from preprocessing import inception_preprocessing  # noqa: F401
 from preprocessing import lenet_preprocessing  # noqa: F401
+from preprocessing import mobilenet_v4_preprocessing  # noqa: F401
 from preprocessing import vgg_preprocessing  # noqa: F401
 from preprocessing import vit_preprocessing  # noqa: F401
 

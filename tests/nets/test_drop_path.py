@@ -13,6 +13,7 @@ from core.errors import UsageError
 from nets import convnext, inception_resnet_v2, layers, nets_factory, resnet
 from nets.efficientnet.model import EfficientNet
 from nets.mobilenet import conv_blocks
+from nets.mobilenet_v4.model import MobileNetV4
 from nets.nasnet import cells
 from nets.vit.model import VisionTransformer
 
@@ -108,7 +109,7 @@ def _residual_blocks(net):
         return [block for _, layer in net.blocks
                 for block in getattr(layer, 'layers', [layer])
                 if isinstance(block, inception_resnet_v2.ResidualBlock)]
-    if isinstance(net, (convnext.ConvNeXt, VisionTransformer)):
+    if isinstance(net, (convnext.ConvNeXt, VisionTransformer, MobileNetV4)):
         return net.residual_blocks
     if isinstance(net, EfficientNet):
         return [block for block in net.blocks if block.residual]
@@ -245,7 +246,7 @@ def test_bfloat16_training_forward_with_drop_path():
 
 FAMILIES_TEXT = ('resnet_v1_*, resnet_v2_*, inception_resnet_v2, mobilenet_v2*, '
                  'mobilenet_v3*, mobilenet_edgetpu*, convnext_*, efficientnet_b*, '
-                 'efficientnet_v2_*, vit_*, dinov2_*')
+                 'efficientnet_v2_*, vit_*, dinov2_*, mobilenet_v4_*')
 
 
 @pytest.mark.parametrize('name, has', [
@@ -290,7 +291,8 @@ def test_the_option_reaches_every_residual_builder():
         if nets_factory.get_spec(name).drop_path_option == 'drop_path_rate':
             net = with_rate(name)
             blocks = _residual_blocks(net)
-            # EfficientNet's releases: block i of all n drops with RATE * i / n.
+            # EfficientNet's releases and timm's MobileNetV4: block i of all n drops
+            # with RATE * i / n.
             last = (RATE * net.blocks.index(blocks[-1]) / len(net.blocks)
-                    if isinstance(net, EfficientNet) else RATE)
+                    if isinstance(net, (EfficientNet, MobileNetV4)) else RATE)
             assert blocks[-1].drop_path_rate == pytest.approx(last), name

@@ -16,8 +16,9 @@ from preprocessing import preprocessing_factory
 IMPLEMENTED = nets_factory.network_names()
 # Families TF-Slim never had: no slim_reference record, so their own test files check
 # variables, end points, pre-logits and bfloat16 (tests/nets/test_convnext.py,
-# tests/nets/test_efficientnet.py, tests/nets/test_vit.py).
-BEYOND_SLIM_FAMILIES = ('convnext_', 'efficientnet_', 'vit_', 'dinov2_')
+# tests/nets/test_efficientnet.py, tests/nets/test_vit.py,
+# tests/nets/test_mobilenet_v4.py).
+BEYOND_SLIM_FAMILIES = ('convnext_', 'efficientnet_', 'vit_', 'dinov2_', 'mobilenet_v4_')
 SLIM_IMPLEMENTED = [name for name in IMPLEMENTED
                     if not name.startswith(BEYOND_SLIM_FAMILIES)]
 # Deeper or wider variants of a family whose base net stays in the default suite, and

@@ -1,0 +1,1 @@
+"""MobileNetV4 on the layer kit: blocks, the network, the variants."""
