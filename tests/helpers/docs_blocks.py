@@ -237,6 +237,8 @@ def prepare_scratch(scratch, fixtures):
     shutil.copytree(fixtures / 'shapes', scratch / DISK / 'shapes')
     for name in slim_fixtures.DATASETS:
         shutil.copytree(fixtures / 'slim' / name, scratch / DISK / name)
+    # The timm snapshots (maintainer/timm_goldens.py) as the docs' /tmp/timm/<name>.
+    (scratch / DISK / 'timm').symlink_to(ROOT / 'tests' / 'data' / 'timm')
     if (fixtures / 'checkpoints').is_dir():  # large and only read: linked
         (scratch / DISK / 'checkpoints').symlink_to(fixtures / 'checkpoints')
     return scratch

@@ -91,3 +91,18 @@ def test_the_stored_weights_are_float16_exact():
     tensors = safetensors.read(str(GOLDENS / 'dinov2_small_14' / 'model.safetensors'))
     for value in tensors.values():
         np.testing.assert_array_equal(value.astype(np.float16).astype(np.float32), value)
+
+
+# timm 1.0.31's parameter counts (`sum(p.numel() for p in timm.create_model(name)
+# .parameters())`, 1,000 classes), the same as Keras's.
+CONVNEXT_PARAMETERS = {'convnext_tiny': 28_589_128, 'convnext_small': 50_223_688,
+                       'convnext_base': 88_591_464, 'convnext_large': 197_767_336,
+                       'convnext_xlarge': 350_196_968}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', list(CONVNEXT_PARAMETERS))
+def test_convnext_parameter_counts_equal_timms(name):
+    network = transfer.build_ours(name, 1000, 32)
+    assert sum(v.shape.num_elements() for v in network.variables) == \
+        CONVNEXT_PARAMETERS[name]
