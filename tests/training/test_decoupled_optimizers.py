@@ -245,7 +245,10 @@ def test_two_clones_update_as_one_device(name):
     one_device = {key: tf.Variable(value, name=key) for key, value in SMALL.items()}
     single = create_optimizer(OptimizerConfig(optimizer=name, **flags))
     single.build(one_device.values())
-    strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
+    # Not collective all-reduces: their instance keys restart with each strategy, and
+    # another test's strategy in this process would pair with shapes of its own.
+    strategy = tf.distribute.MirroredStrategy(
+        ['/cpu:0', '/cpu:1'], cross_device_ops=tf.distribute.ReductionToOneDevice())
     with strategy.scope():
         mirrored = {key: tf.Variable(value, name=key) for key, value in SMALL.items()}
         optimizer = create_optimizer(OptimizerConfig(optimizer=name, **flags))
