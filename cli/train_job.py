@@ -179,6 +179,12 @@ def _log_plan(plan, data: DataConfig, config: trainer_lib.TrainConfig, assembly,
     recipes += batch_norm_job.plan_lines(data)
     decay = describe_weight_decay(trainer.optimizer, weight_decay)
     recipes += [decay] if decay else []
+    scales = trainer.optimizer.learning_rate_scales
+    if scales:  # --layer_decay
+        recipes.append(f'layer decay:  {trainer.optimizer.layer_decay:g} over '
+                       f'{len(set(scales.values()))} depths: learning rate x '
+                       f'{min(scales.values()):.4g} (stem) .. x {max(scales.values()):g} '
+                       '(head)')
     logging.info('%s', plan.describe(
         batch_size=data.batch_size, train_dir=config.train_dir,
         input_source=assembly.input_source,

@@ -117,6 +117,12 @@ def fine_tuning(define):
                   'trainable variables.')
     define.bool('ignore_missing_vars', TrainConfig.ignore_missing_vars, 'Skip variables '
                 'missing from --checkpoint_path instead of failing.')
+    define.float('layer_decay', OptimizerConfig.layer_decay, 'Layer-wise learning-rate '
+                 'decay (BEiT, timm\'s --layer-decay), e.g. 0.75: a variable at depth k of '
+                 'a net with layers 0 (stem) .. L (head) trains at this ** (L - k) times '
+                 'the rate, with any --optimizer. For the families that say their depths '
+                 '(nets/layer_depths.py: ViT, DINOv2, ConvNeXt, ConvNeXt V2); the plan '
+                 'block prints the first and last scales. 0: off.')
     define.bool('dry_run_restore', TrainingJob.dry_run_restore, 'Print what '
                 '--checkpoint_path would restore (restored, excluded, missing, '
                 'shape-mismatched and checkpoint-only variables) and exit without '

@@ -53,21 +53,27 @@ def _check(result):
 RECOMPUTED = ('--recompute_batch_norm_statistics=4',)
 
 
-@pytest.mark.parametrize('model_name,export_extra', [
+# ConvNeXt as its recipe trains it: AdamW with decoupled decay, and layer decay (18
+# blocks: 20 depths), whose scales the plan block prints.
+CONVNEXT_RECIPE = ('--optimizer=adamw', '--learning_rate=0.004', '--adamw_weight_decay=0.05',
+                   '--weight_decay=0', '--layer_decay=0.75')
+
+
+@pytest.mark.parametrize('model_name,export_extra,train_extra', [
     # The fast suite trains, imports and exports efficientnet_b0 through the docs'
     # Keras walk-through (slow) and tests/e2e/test_import_keras_weights.py; exact resume
     # of the new families is here.
-    pytest.param('efficientnet_b0', RECOMPUTED, marks=pytest.mark.slow),
-    pytest.param('efficientnet_v2_b0', RECOMPUTED, marks=pytest.mark.slow),
-    pytest.param('convnext_tiny', (), marks=pytest.mark.slow),  # layer norm
+    pytest.param('efficientnet_b0', RECOMPUTED, (), marks=pytest.mark.slow),
+    pytest.param('efficientnet_v2_b0', RECOMPUTED, (), marks=pytest.mark.slow),
+    pytest.param('convnext_tiny', (), CONVNEXT_RECIPE, marks=pytest.mark.slow),  # layer norm
 ])
 def test_trains_resumes_exactly_evaluates_and_exports(tmp_path, small_shapes, model_name,
-                                                      export_extra):
+                                                      export_extra, train_extra):
     data = ['--dataset_name=shapes', f'--dataset_dir={small_shapes}',
             f'--model_name={model_name}']
     train = data + [f'--train_image_size={IMAGE_SIZE}', f'--batch_size={BATCH}',
                     '--seed=3', '--deterministic', '--drop_path_rate=0.2',
-                    '--save_interval_secs=0', '--log_every_n_steps=1']
+                    '--save_interval_secs=0', '--log_every_n_steps=1', *train_extra]
     whole, stopped = tmp_path / 'whole', tmp_path / 'stopped'
     runs = _run_together({
         'whole': (TRAIN, train + [f'--train_dir={whole}', f'--max_number_of_steps={STEPS}']),
@@ -77,6 +83,9 @@ def test_trains_resumes_exactly_evaluates_and_exports(tmp_path, small_shapes, mo
     for result in runs.values():
         _check(result)
     assert f'global step {STEPS}:' in runs['whole'].stderr
+    if '--layer_decay=0.75' in train_extra:
+        assert ('layer decay:  0.75 over 20 depths: learning rate x 0.004228 (stem) .. x 1 '
+                '(head)') in runs['whole'].stderr, runs['whole'].stderr[-3000:]
     resumed = _check(run_script(TRAIN, *train, f'--train_dir={stopped}',
                                 f'--max_number_of_steps={STEPS}', timeout=600))
     assert f'global step {STEPS // 2 + 1}:' in resumed.stderr

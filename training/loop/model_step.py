@@ -13,6 +13,7 @@ import tensorflow as tf
 from absl import logging
 
 from core.errors import UsageError
+from nets import layer_depths
 from nets import precision as precision_lib
 from deployment import weight_factors
 from nets.layers import stateless
@@ -37,6 +38,18 @@ def select_trainable(variables, trainable_scopes: Sequence[str]):
         raise UsageError(f'--trainable_scopes={",".join(scopes)} matches no variable; '
                          f'use prefixes of names such as {variables[0].name[:-2]}.')
     return chosen
+
+
+def layer_decay_scales(network, layer_decay: float) -> dict:
+    """--layer_decay's learning-rate scale of each trainable variable, by name, from the
+    depths its family says (nets.layer_depths)."""
+    depths = layer_depths.layer_depths(network)
+    if depths is None:
+        raise UsageError(f'--layer_decay={layer_decay:g} needs the depths of the '
+                         f'network\'s variables, which {network.name} does not say '
+                         f'(nets/layer_depths.py knows {", ".join(layer_depths.FAMILY_NAMES)});'
+                         ' drop --layer_decay.')
+    return depths.scales(layer_decay)
 
 
 def _pieces(variable):
@@ -78,6 +91,9 @@ class ModelStep:
                 piece for variable in select_trainable(network.trainable_variables,
                                                        config.trainable_scopes)
                 for piece in _pieces(variable)]
+            if optimizer.layer_decay:
+                optimizer.learning_rate_scales = layer_decay_scales(network,
+                                                                    optimizer.layer_decay)
             optimizer.build(self.train_variables)
             self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                            name='global_step')

@@ -4,9 +4,13 @@ applied where each variable lives, global-norm clipping.
 Subclasses list their slots and implement the per-variable update; training.recipes.
 optimizers holds TF1's rules, training.recipes.decoupled_optimizers the modern ones.
 """
+import re
+
 import tensorflow as tf
 
 from core.naming import slim_name
+
+_PIECE = re.compile(r'/part_\d+$')  # a partitioned variable's piece
 
 
 def constant(value, dtype):
@@ -24,6 +28,8 @@ class Optimizer(tf.Module):
     SLOTS = ()
     # > 0: apply_gradients rescales the gradients so their global norm is at most this.
     clip_gradient_norm = 0.0
+    # > 0: --layer_decay; the owner of the network sets learning_rate_scales from it.
+    layer_decay = 0.0
 
     def __init__(self, name):
         super().__init__(name=name)
@@ -32,6 +38,8 @@ class Optimizer(tf.Module):
         self._slots = {}
         # TF2 does not make variable names unique, so remember whose slots they are.
         self._slot_owners = {}
+        # Variable name -> its learning-rate scale (layer decay); absent: 1.
+        self.learning_rate_scales = {}
 
     def build(self, variables):
         """Creates the slot variables for `variables`; call it inside strategy.scope().
@@ -101,9 +109,18 @@ class Optimizer(tf.Module):
                 'strategy.scope() before apply_gradients().')
         for grad, var in pairs:
             slots = list(self._slots[slim_name(var)].values())  # in SLOTS order
-            self._apply_dense(var, grad, tf.cast(learning_rate, var.dtype), *slots)
+            self._apply_dense(var, grad, self._learning_rate_of(var, learning_rate), *slots)
         self._finish()
         return global_norm
+
+    def _learning_rate_of(self, var, learning_rate):
+        """learning_rate in var's dtype, times var's layer-decay scale if it has one (a
+        partitioned variable's piece takes its whole's)."""
+        rate = tf.cast(learning_rate, var.dtype)
+        name = slim_name(var)
+        scale = self.learning_rate_scales.get(
+            name, self.learning_rate_scales.get(_PIECE.sub('', name), 1.0))
+        return rate if scale == 1.0 else rate * tf.cast(scale, var.dtype)
 
     def _slots_for(self, var):
         """The (slot key, suffix) pairs `var` gets: all of SLOTS unless overridden."""

@@ -48,6 +48,8 @@ class OptimizerConfig:
     rmsprop_decay: float = 0.9
     # Not a flag of slim's script: slim's create_train_op argument, as a global norm.
     clip_gradient_norm: float = 0.0
+    # BEiT's and timm's layer-wise rate decay (nets.layer_depths); 0: off.
+    layer_decay: float = 0.0
     # The modern optimizers' hyper-parameters: the reference's argument names (Keras 3's
     # AdamW, Lamb, Lion, Muon; Model Garden's LARS) after the optimizer's name, and its
     # defaults. Each belongs to its optimizer: another refuses it (set off its default).
@@ -119,6 +121,7 @@ class OptimizerConfig:
                               lars_eeta=self.lars_eeta, muon_rms_rate=self.muon_rms_rate,
                               muon_adam_lr_ratio=self.muon_adam_lr_ratio)
         checks.check_at_least(1, muon_ns_steps=self.muon_ns_steps)
+        checks.check_fraction(layer_decay=self.layer_decay)
         checks.check_fraction(lars_momentum=self.lars_momentum,
                               muon_momentum=self.muon_momentum, lion_beta_2=self.lion_beta_2)
         checks.check_fraction(low_open=True, lion_beta_1=self.lion_beta_1)
@@ -351,6 +354,7 @@ def create_optimizer(config: OptimizerConfig) -> Optimizer:
                          'positive global norm, or 0 not to clip.')
     optimizer = _create_unclipped(config)
     optimizer.clip_gradient_norm = config.clip_gradient_norm
+    optimizer.layer_decay = config.layer_decay
     return optimizer
 
 
