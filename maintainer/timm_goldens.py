@@ -3,6 +3,7 @@ weights, its logits, for tests/nets/timm_import/ and tests/e2e/test_import_timm_
 to compare ours with (CI needs neither PyTorch nor timm).
 
   /work/timm_venv/bin/python maintainer/timm_goldens.py   # torch (CPU) + timm 1.0.31
+  /work/timm_venv/bin/python maintainer/timm_goldens.py convnext_v2_atto  # named cases
 
 For each case a directory tests/data/timm/<case>/ holds
   model.safetensors  every parameter of `timm.create_model(architecture, **kwargs)`,
@@ -24,8 +25,12 @@ Cases are the smallest variant of each family. `vit_tiny_16` is the whole regist
 net (through import_timm_weights.py; 10 classes, 32x32 to keep the file at 11 MB);
 DINOv2 and ConvNeXt keep their architecture with fewer and narrower blocks (timm's
 depth / embed_dim, depths / dims kwargs; ours built with the same numbers), because
-their smallest variants would take 44-57 MB. Also position_embedding.npz: timm's
-resample_abs_pos_embed of a seeded embedding onto larger and smaller grids.
+their smallest variants would take 44-57 MB; ConvNeXt V2's atto is reduced the same way
+(7 MB whole; its 1x1-conv MLP layout kept). `mobilenet_v4_conv_small` is the whole registered net (10 classes,
+64x64, 5 MB), its batch norms' running statistics drawn too (`statistics`) and their
+int64 num_batches_tracked stored as timm's own files store them. Also
+position_embedding.npz: timm's resample_abs_pos_embed of a seeded embedding onto larger
+and smaller grids.
 """
 import json
 import os
@@ -59,6 +64,18 @@ CASES = {
         timm_kwargs=dict(depths=(1, 2, 1, 1), dims=(16, 32, 48, 64), num_classes=7),
         image_size=64, dtype='BF16',
         ours=dict(depths=(16, 32, 48, 64), blocks_per_stage=(1, 2, 1, 1))),
+    # ConvNeXt V2's atto with fewer, narrower blocks: still timm's 1x1-conv MLP layout.
+    'convnext_v2_atto': dict(
+        architecture='convnextv2_atto', model_name='convnext_v2_atto',
+        timm_kwargs=dict(depths=(1, 1, 2, 1), dims=(16, 24, 32, 48), num_classes=7),
+        image_size=64, dtype='F16',
+        ours=dict(depths=(16, 24, 32, 48), blocks_per_stage=(1, 1, 2, 1),
+                  layer_scale_init=None, global_response_norm=True)),
+    # The whole registered net (10 classes: 5 MB), batch norms' statistics drawn too,
+    # their int64 step counters kept as timm's files keep them.
+    'mobilenet_v4_conv_small': dict(
+        architecture='mobilenetv4_conv_small', model_name='mobilenet_v4_conv_small',
+        timm_kwargs=dict(num_classes=10), image_size=64, dtype='F16', statistics=True),
 }
 
 
@@ -81,6 +98,22 @@ def _randomise(model, generator, dtype):
             parameter.copy_(rounded.to(torch.float32))
 
 
+def _randomise_statistics(model, generator, dtype):
+    """Batch norms' running means ~ N(0, 0.1^2) and variances ~ exp(N(0, 0.2^2)),
+    rounded to the stored dtype (timm's defaults 0 and 1 would leave them untested)."""
+    for name, buffer in model.named_buffers():
+        noise = torch.randn(buffer.shape, generator=generator)
+        if name.endswith('running_mean'):
+            value = 0.1 * noise
+        elif name.endswith('running_var'):
+            value = torch.exp(0.2 * noise)
+        else:
+            continue
+        with torch.no_grad():
+            buffer.copy_(value.to(torch.bfloat16 if dtype == 'BF16' else torch.float16)
+                         .to(torch.float32))
+
+
 def _config(model, architecture, num_classes):
     cfg = dict(model.pretrained_cfg)
     keep = ('architecture', 'tag', 'input_size', 'interpolation', 'crop_pct', 'crop_mode',
@@ -98,6 +131,8 @@ def write_case(name, case, seed):
     model = timm.create_model(case['architecture'], pretrained=False, **case['timm_kwargs'])
     model.eval()
     _randomise(model, generator, case['dtype'])
+    if case.get('statistics'):
+        _randomise_statistics(model, generator, case['dtype'])
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     size = case.get('image_size') or case['timm_kwargs']['img_size']
     import_size = case.get('import_size', size)
@@ -115,7 +150,7 @@ def write_case(name, case, seed):
     os.makedirs(folder, exist_ok=True)
     stored = {k: v.to(torch.bfloat16 if case['dtype'] == 'BF16' else
                       torch.float16 if case['dtype'] == 'F16' else torch.float32)
-              for k, v in state.items()}
+              if v.is_floating_point() else v for k, v in state.items()}
     safetensors.torch.save_file(stored, os.path.join(folder, 'model.safetensors'))
     with open(os.path.join(folder, 'config.json'), 'w') as f:
         json.dump(_config(model, case['architecture'], model.num_classes), f, indent=2)
@@ -141,12 +176,15 @@ def write_resampling(seed):
     np.savez(os.path.join(OUT, 'position_embedding.npz'), **out)
 
 
-def main():
+def main(argv):
+    """Every case, or those named on the command line (each keeps its seed)."""
     torch.manual_seed(SEED)
     for index, (name, case) in enumerate(CASES.items()):
-        write_case(name, case, SEED + index)
-    write_resampling(SEED)
+        if not argv[1:] or name in argv[1:]:
+            write_case(name, case, SEED + index)
+    if not argv[1:]:
+        write_resampling(SEED)
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(main(sys.argv))

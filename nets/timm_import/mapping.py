@@ -7,7 +7,8 @@ module paths with timm's, '<i>' and '<j>' standing for numbers:
 
 A timm tensor '<timm module>.<param>' fills our '<our module>/<role>', param 'weight'
 becoming weights, depthwise_weights or gamma and 'bias' biases or beta, whichever the
-module has. An entry whose timm side is a whole tensor name pairs two tensors
+module has; a batch norm's 'running_mean' and 'running_var' its moving_mean and
+moving_variance. An entry whose timm side is a whole tensor name pairs two tensors
 ('position_embedding', 'pos_embed'). Layouts follow from our variable's role: conv
 kernels OIHW -> HWIO, depthwise [c, 1, h, w] -> [h, w, c, 1], linear [out, in] (or a
 1x1 conv's [out, in, 1, 1]) -> [in, out]; anything else is copied as it is. A fused qkv
@@ -31,7 +32,8 @@ from core.naming import slim_name
 
 # timm's parameter name -> the roles of ours it may be (the first our module has).
 PARAM_ROLES = {'weight': ('weights', 'depthwise_weights', 'gamma'),
-               'bias': ('biases', 'beta')}
+               'bias': ('biases', 'beta'),
+               'running_mean': ('moving_mean',), 'running_var': ('moving_variance',)}
 _NUMBER = r'(\d+)'
 
 

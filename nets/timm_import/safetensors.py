@@ -4,8 +4,10 @@ The format (huggingface/safetensors): 8 bytes, the header's length n as a little
 unsigned 64-bit integer; n bytes of JSON mapping each tensor's name to its dtype, shape
 and data_offsets [begin, end) into the data that follows (plus an optional
 '__metadata__' of strings); then the raw little-endian data. F32, F16 and BF16 tensors
-are read (bfloat16 widened to float32 by its 16 high bits); anything else, or a file
-that is not of this format or is cut short, is a UsageError naming the file.
+are read (bfloat16 widened to float32 by its 16 high bits), and I64 ones (the batch
+norms' num_batches_tracked counters that timm's state_dict saves) as float32 too;
+anything else, or a file that is not of this format or is cut short, is a UsageError
+naming the file.
 """
 import json
 import os
@@ -18,7 +20,8 @@ from core.errors import UsageError
 HEADER_LENGTH_BYTES = 8
 # A header is a few hundred kB even for timm's largest models; more is no safetensors.
 MAX_HEADER_BYTES = 100 * 2 ** 20
-DTYPES = {'F32': np.dtype('<f4'), 'F16': np.dtype('<f2'), 'BF16': np.dtype('<u2')}
+DTYPES = {'F32': np.dtype('<f4'), 'F16': np.dtype('<f2'), 'BF16': np.dtype('<u2'),
+          'I64': np.dtype('<i8')}
 
 
 def _not_safetensors(path: str, why: str) -> UsageError:

@@ -59,9 +59,19 @@ def test_a_truncated_file_is_named_so(tmp_path):
 
 
 def test_other_dtypes_are_named(tmp_path):
-    path = _raw_file(tmp_path / 'i64.safetensors',
-                     {'step': {'dtype': 'I64', 'shape': [], 'data_offsets': [0, 8]}},
-                     b'\x00' * 8)
-    with pytest.raises(UsageError, match="tensor 'step' is I64; timm weights are read in "
-                                         "F32, F16, BF16 only"):
+    path = _raw_file(tmp_path / 'i32.safetensors',
+                     {'step': {'dtype': 'I32', 'shape': [], 'data_offsets': [0, 4]}},
+                     b'\x00' * 4)
+    with pytest.raises(UsageError, match="tensor 'step' is I32; timm weights are read in "
+                                         "F32, F16, BF16, I64 only"):
         safetensors.read(path)
+
+
+def test_int64_batch_norm_counters_are_read_as_float32(tmp_path):
+    # timm's state_dict keeps each batch norm's num_batches_tracked, an int64 scalar.
+    path = _raw_file(tmp_path / 'counter.safetensors',
+                     {'bn1.num_batches_tracked': {'dtype': 'I64', 'shape': [],
+                                                  'data_offsets': [0, 8]}},
+                     (12345).to_bytes(8, 'little'))
+    counter = safetensors.read(path)['bn1.num_batches_tracked']
+    assert counter.dtype == np.float32 and counter.shape == () and counter == 12345
