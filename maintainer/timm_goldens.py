@@ -28,7 +28,9 @@ depth / embed_dim, depths / dims kwargs; ours built with the same numbers), beca
 their smallest variants would take 44-57 MB; ConvNeXt V2's atto is reduced the same way
 (7 MB whole; its 1x1-conv MLP layout kept). `mobilenet_v4_conv_small` is the whole registered net (10 classes,
 64x64, 5 MB), its batch norms' running statistics drawn too (`statistics`) and their
-int64 num_batches_tracked stored as timm's own files store them. Also
+int64 num_batches_tracked stored as timm's own files store them; the hybrids' Mobile MQA
+(`mobilenet_v4_hybrid_large`) on timm's MobileNetV4 class with a small block table of
+every block kind (`arch_def`; ours built from the same table, `ours`). Also
 position_embedding.npz: timm's resample_abs_pos_embed of a seeded embedding onto larger
 and smaller grids.
 """
@@ -41,7 +43,9 @@ import safetensors.torch
 import timm
 import torch
 from timm.layers import resample_abs_pos_embed
-from timm.models import vision_transformer
+from timm.models import mobilenetv3, vision_transformer
+from timm.models._efficientnet_builder import (decode_arch_def, resolve_act_layer,
+                                               round_channels)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, 'tests', 'data', 'timm')
@@ -76,7 +80,42 @@ CASES = {
     'mobilenet_v4_conv_small': dict(
         architecture='mobilenetv4_conv_small', model_name='mobilenet_v4_conv_small',
         timm_kwargs=dict(num_classes=10), image_size=64, dtype='F16', statistics=True),
+    # timm's MobileNetV4 class (hybrid_large's GELU and layer scale) on a small table of
+    # every block kind, Mobile MQA with and without key/value downsampling; 72x72 puts
+    # odd sizes before the stride-2 convs.
+    'mobilenet_v4_hybrid_large': dict(
+        architecture='mobilenetv4_hybrid_large', model_name='mobilenet_v4_hybrid_large',
+        arch_def=[['er_r1_k3_s2_e4_c16'],
+                  ['uir_r1_a3_k5_s2_e4_c24', 'uir_r1_a3_k3_s1_e2_c24'],
+                  ['uir_r1_a3_k5_s2_e4_c32', 'mqa_r1_k3_h2_s1_v2_d16_c32',
+                   'uir_r1_a0_k0_s1_e2_c32', 'uir_r1_a3_k0_s1_e4_c32'],
+                  ['uir_r1_a5_k5_s2_e4_c48', 'mqa_r1_k3_h4_s1_d16_c48',
+                   'uir_r1_a0_k3_s1_e4_c48'],
+                  ['cn_r1_k1_s1_c64']],
+        mnv4=dict(stem_size=16, num_features=96, activation='gelu', layer_scale_init=1e-5),
+        timm_kwargs=dict(num_classes=5), image_size=72, dtype='F16', statistics=True,
+        ours=dict(stem_depth=16, head_depth=96, activation='gelu', layer_scale_init=1e-5,
+                  stages=[[['fused', 3, 2, 4, 16]],
+                          [['uib', 3, 5, 2, 4, 24], ['uib', 3, 3, 1, 2, 24]],
+                          [['uib', 3, 5, 2, 4, 32], ['mqa', 2, 16, 2, 32],
+                           ['uib', 0, 0, 1, 2, 32], ['uib', 3, 0, 1, 4, 32]],
+                          [['uib', 5, 5, 2, 4, 48], ['mqa', 4, 16, 1, 48],
+                           ['uib', 0, 3, 1, 4, 48]],
+                          [['conv', 1, 1, 64]]])),
 }
+
+
+def _reduced_mobilenet_v4(case):
+    """timm's MobileNetV4 (its MobileNetV3 class with a head norm, as timm's
+    _gen_mobilenet_v4 builds every variant) on the case's own block table."""
+    options = case['mnv4']
+    return mobilenetv3._create_mnv3(
+        case['architecture'], False, block_args=decode_arch_def(case['arch_def']),
+        head_bias=False, head_norm=True, num_features=options['num_features'],
+        stem_size=options['stem_size'], round_chs_fn=round_channels,
+        norm_layer=torch.nn.BatchNorm2d,
+        act_layer=resolve_act_layer({}, options['activation']),
+        layer_scale_init_value=options['layer_scale_init'], **case['timm_kwargs'])
 
 
 def _randomise(model, generator, dtype):
@@ -128,7 +167,8 @@ def _config(model, architecture, num_classes):
 
 def write_case(name, case, seed):
     generator = torch.Generator().manual_seed(seed)
-    model = timm.create_model(case['architecture'], pretrained=False, **case['timm_kwargs'])
+    model = (_reduced_mobilenet_v4(case) if 'arch_def' in case else
+             timm.create_model(case['architecture'], pretrained=False, **case['timm_kwargs']))
     model.eval()
     _randomise(model, generator, case['dtype'])
     if case.get('statistics'):

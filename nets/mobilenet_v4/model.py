@@ -49,7 +49,8 @@ def build_block(name, spec, *, input_depth, activation, batch_norm, options,
 
 class MobileNetV4(Network):
     """A MobileNetV4 from its block table: `stages`, a sequence of block-spec sequences;
-    `layer_scale_init` (None: none) scales the UIB and MQA branches."""
+    `layer_scale_init` (None: none) scales the UIB and MQA branches; `head_depth` is the
+    head convolution's (1280 in every variant)."""
 
     default_final_endpoint = 'stage_4'
     random_in_base = True  # drop-path's masks
@@ -57,7 +58,8 @@ class MobileNetV4(Network):
     def __init__(self, num_classes: int = 1000, *, stages: Sequence[Sequence],
                  stem_depth: int, scope: str, batch_norm: layers.BatchNormParams,
                  activation: Callable = tf.nn.relu,
-                 layer_scale_init: Optional[float] = None, weight_decay: float = 0.0,
+                 layer_scale_init: Optional[float] = None, head_depth: int = HEAD_DEPTH,
+                 weight_decay: float = 0.0,
                  is_training: bool = False, dropout_keep_prob: float = 1.0,
                  drop_path_rate: float = 0.0, spec=None, quantization=None):
         super().__init__(scope=scope, num_classes=num_classes, is_training=is_training,
@@ -81,7 +83,7 @@ class MobileNetV4(Network):
             self.stages.append(stage_blocks)
         for index, block in enumerate(self.blocks):
             block.drop_path_rate = drop_path_rate * index / len(self.blocks)
-        self.head = layers.Conv2D('head/conv', HEAD_DEPTH, 1, activation=activation,
+        self.head = layers.Conv2D('head/conv', head_depth, 1, activation=activation,
                                   **options)
         self.logits = None
         if num_classes:

@@ -1,7 +1,9 @@
 """ConvNeXt V2 and MobileNetV4 against timm's logits (tests/data/timm, written by
 maintainer/timm_goldens.py with seeded random weights): `convnext_v2_atto` with fewer,
-narrower blocks and the whole `mobilenet_v4_conv_small`, batch norms' running statistics
-drawn, imported through the mapping, give timm's logits within 1e-4 relative."""
+narrower blocks, the whole `mobilenet_v4_conv_small` and a small hybrid (timm's
+MobileNetV4 class on a table of every block kind, Mobile MQA included, GELU and layer
+scale as `hybrid_large`), batch norms' running statistics drawn, imported through the
+mapping, give timm's logits within 1e-4 relative."""
 import functools
 import json
 import pathlib
@@ -11,10 +13,25 @@ import pytest
 import tensorflow as tf
 
 from nets import convnext
+from nets.mobilenet_v4 import blocks, mobilenet_v4, model
 from nets.timm_import import catalog, files, mapping, safetensors, transfer
 
 GOLDENS = pathlib.Path(__file__).resolve().parents[2] / 'data' / 'timm'
 TOLERANCE = 1e-4  # of the largest logit
+SPECS = {'conv': blocks.ConvSpec, 'fused': blocks.FusedSpec, 'uib': blocks.UIBSpec,
+         'mqa': blocks.MQASpec}
+
+
+def _reduced_net(case, num_classes):
+    """Our net built from the numbers timm's model was reduced to (case['ours'])."""
+    ours, name = dict(case['ours']), case['model_name']
+    if name.startswith('convnext'):
+        return convnext.ConvNeXt(num_classes, scope=name, **ours)
+    stages = [[SPECS[kind](*numbers) for kind, *numbers in stage]
+              for stage in ours.pop('stages')]
+    activation = {'gelu': mobilenet_v4.GELU, 'relu': tf.nn.relu}[ours.pop('activation')]
+    return model.MobileNetV4(num_classes, stages=stages, activation=activation, scope=name,
+                             batch_norm=mobilenet_v4.BATCH_NORM, **ours)
 
 
 @functools.lru_cache(maxsize=None)
@@ -28,7 +45,7 @@ def _imported(name):
     classes = transfer.num_classes_of(family, located, tensors)
     size = case['import_size']
     if 'ours' in case:  # timm's model reduced; ours built with the same numbers
-        network = convnext.ConvNeXt(classes, scope=case['model_name'], **case['ours'])
+        network = _reduced_net(case, classes)
         network(tf.zeros([1, size, size, 3]), training=False)
     else:
         network = transfer.build_ours(case['model_name'], classes, size)
@@ -38,7 +55,8 @@ def _imported(name):
 
 
 @pytest.mark.parametrize('name, ignored', [('convnext_v2_atto', 0),
-                                           ('mobilenet_v4_conv_small', 46)])
+                                           ('mobilenet_v4_conv_small', 46),
+                                           ('mobilenet_v4_hybrid_large', 33)])
 def test_logits_equal_timms(name, ignored):
     network, moved = _imported(name)
     images = np.load(GOLDENS / name / 'input.npy')
