@@ -1,6 +1,7 @@
 """What the jobs share: a DataConfig's dataset, preprocessing and input pipeline
 assembled from their factories, and the quantization a checkpoint asks for."""
 import dataclasses
+import functools
 from typing import Optional
 
 from absl import logging
@@ -42,6 +43,9 @@ class DataConfig:
     # Training only: read through the tf.data service's dispatcher at grpc://host:port.
     data_service_address: Optional[str] = None
     wait_for_data_service_secs: float = 60.0
+    # Keyword arguments of the family's preprocessing, e.g. an imported checkpoint's
+    # pretrained_cfg (cli/imported_preprocessing.py): ((name, value), ...).
+    preprocessing_options: tuple = ()
 
     def __post_init__(self):
         checks.check_at_least(1, batch_size=self.batch_size,
@@ -101,6 +105,8 @@ def assemble_data(data: DataConfig, is_training: bool,
     preprocess = preprocessing_factory.get_preprocessing(
         family, is_training=is_training, use_grayscale=data.use_grayscale,
         augmentation=data.augmentation if is_training else None)
+    if data.preprocessing_options:
+        preprocess = functools.partial(preprocess, **dict(data.preprocessing_options))
     image_size = data.image_size or network_spec.default_image_size
     # Inception training crops while decoding, guided by the record's boxes.
     inception_training = is_training and family == 'inception'

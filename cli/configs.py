@@ -13,7 +13,7 @@ from typing import Optional
 
 from absl import flags, logging
 
-from cli import batch_norm_job, benchmark_flags, run_record
+from cli import batch_norm_job, benchmark_flags, imported_preprocessing, run_record
 from cli.assembly import DataConfig, preprocessing_family
 from cli.averaging_job import AveragingJob
 from cli.eval_job import EvaluationJob
@@ -219,6 +219,10 @@ def evaluation_from_flags(flag_values: flags.FlagValues = FLAGS) -> EvaluationJo
     data = data_config_from_flags(flag_values, image_size_flag='eval_image_size',
                                   default_batch_size=EVAL_BATCH_SIZE,
                                   default_split=EVAL_SPLIT)
+    data = dataclasses.replace(data, preprocessing_options=imported_preprocessing.options(
+        flag_values.checkpoint_path,
+        preprocessing_family(data.preprocessing_name, nets_factory.get_spec(data.model_name)),
+        named=flag_values['preprocessing_name'].present))
     return _from_flags(
         EvaluationJob, flag_values, data=data,
         use_moving_averages=flag_values.moving_average_decay is not None,

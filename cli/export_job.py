@@ -1,12 +1,13 @@
 """The export job: a (trained) network written in each format asked for, each checked
 against the network first."""
 import dataclasses
+import functools
 from typing import Optional
 
 from absl import logging
 import tensorflow as tf
 
-from cli import batch_norm_job
+from cli import batch_norm_job, imported_preprocessing
 from cli.assembly import DataConfig, classes_after_offset, image_channels
 from cli.assembly import preprocessing_family
 from cli.assembly import quantization_of
@@ -132,9 +133,11 @@ def export(config: ExportConfig, request: pipeline.ExportRequest):
         logging.warning('No --checkpoint_path: exporting freshly initialised weights.')
     preprocess = None
     if not is_video:
-        preprocess_image = preprocessing_factory.get_preprocessing(
-            preprocessing_family(config.preprocessing_name, network_spec),
-            use_grayscale=config.use_grayscale)
+        family = preprocessing_family(config.preprocessing_name, network_spec)
+        preprocess_image = functools.partial(
+            preprocessing_factory.get_preprocessing(family, use_grayscale=config.use_grayscale),
+            **dict(imported_preprocessing.options(config.checkpoint_path, family,
+                                                  named=bool(config.preprocessing_name))))
         preprocess = lambda image: preprocess_image(image, *input_shape[:2])  # noqa: E731
     serving = exporter.ServingInfo(
         input_shape=input_shape, labels_offset=config.labels_offset,

@@ -25,10 +25,11 @@ UNNAMED_FIELDS = [
     (TRAIN, trainer.TrainConfig, {'num_image_summaries', 'mixing', 'distillation'}),
     (TRAIN, batch_mixing.MixingConfig, set()),
     (TRAIN, distillation.DistillationConfig, set()),
-    (TRAIN, DataConfig, {'image_size'}),
+    # preprocessing_options: an imported checkpoint's (cli/imported_preprocessing.py).
+    (TRAIN, DataConfig, {'image_size', 'preprocessing_options'}),
     # Evaluation neither augments nor reads through the tf.data service.
     (EVAL, DataConfig, {'image_size', 'seed', 'augmentation', 'data_service_address',
-                        'wait_for_data_service_secs'}),
+                        'wait_for_data_service_secs', 'preprocessing_options'}),
     (EXPORT, ExportConfig, {'use_moving_averages', 'recompute'}),
     (EVAL, batch_norm_job.RecomputeConfig, set()),
     (EXPORT, batch_norm_job.RecomputeConfig, set()),

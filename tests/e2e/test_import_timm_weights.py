@@ -4,6 +4,7 @@ preprocessing and class names beside it; a config.json of another architecture e
 one line."""
 import json
 import pathlib
+import shutil
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from absl import logging
 
 from helpers.scripts import TRAIN, run_script
 from nets import nets_factory
+from preprocessing import preprocessing_factory, vit_preprocessing
 from training.checkpoints import restore
 
 IMPORT = 'import_timm_weights.py'
@@ -108,3 +110,42 @@ def test_a_linear_probe_fine_tunes_at_another_size(imported, tmp_path, shapes_di
     assert ('149 restored, 2 excluded, 0 missing, 0 shape-mismatched, 0 only in the '
             'checkpoint. vit_tiny_16/position_embedding resampled from [1, 5, 192] to '
             '[1, 10, 192]') in tuned.stderr
+
+
+@pytest.mark.slow
+def test_the_export_serves_with_the_imported_preprocessing(imported, tmp_path):
+    """An import.json saying DeiT's preprocessing (ImageNet's mean and std, crop_pct
+    0.875): the export's serving_default applies it, not the vit family's own."""
+    output, _ = imported
+    deit_like = tmp_path / 'deit_like'
+    shutil.copytree(output, deit_like)
+    record = json.loads((deit_like / 'import.json').read_text())
+    cfg = dict(mean=list(vit_preprocessing.IMAGENET_MEAN),
+               std=list(vit_preprocessing.IMAGENET_STD), crop_pct=0.875)
+    record['pretrained_cfg'].update(cfg)
+    (deit_like / 'import.json').write_text(json.dumps(record))
+    export = tmp_path / 'export'
+    made = run_script('export_inference_graph.py', '--model_name=vit_tiny_16',
+                      '--dataset_name=cifar10', f'--checkpoint_path={deit_like}',
+                      f'--export_dir={export}', '--export_format=saved_model',
+                      '--image_size=32', '--num_parity_examples=4')
+    assert made.returncode == 0, made.stderr[-3000:]
+    assert ("Preprocessing: vit with import.json's pretrained_cfg: mean=(0.485, 0.456, "
+            "0.406), std=(0.229, 0.224, 0.225), crop_fraction=0.875, "
+            "interpolation=bicubic.") in made.stderr
+    pixels = tf.constant(np.random.default_rng(3).integers(0, 256, (2, 45, 37, 3)),
+                         tf.uint8)
+    served = tf.saved_model.load(str(export / 'saved_model')).signatures[
+        'serving_default'](images=pixels)['logits'].numpy()
+    network = nets_factory.get_network_fn('vit_tiny_16', 10)
+    network(tf.zeros([1, 32, 32, 3]), training=False)
+    restore.restore_network(network, str(deit_like))
+    preprocess = preprocessing_factory.get_preprocessing('vit')
+
+    def logits(**options):
+        images = tf.stack([preprocess(p, 32, 32, **options) for p in pixels])
+        return network(images, training=False)[0].numpy()
+
+    expected = logits(mean=cfg['mean'], std=cfg['std'], crop_fraction=0.875)
+    assert np.abs(served - expected).max() / np.abs(expected).max() < 1e-4
+    assert not np.allclose(served, logits(), rtol=1e-3)  # the family's own values differ
