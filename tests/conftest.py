@@ -66,3 +66,26 @@ def shapes_dir(tmp_path_factory):
     directory = tmp_path_factory.mktemp('shapes_full')
     shapes.download_and_convert(str(directory))
     return directory
+
+
+# Where the suite's time goes: each file's total (setup, call and teardown of its
+# tests), printed at the end with the run's total, so every run keeps the record.
+_SECONDS_BY_FILE = {}
+SLOWEST_FILES_SHOWN = 15
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split('::', 1)[0]
+    _SECONDS_BY_FILE[path] = _SECONDS_BY_FILE.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _SECONDS_BY_FILE:
+        return
+    total = sum(_SECONDS_BY_FILE.values())
+    ranked = sorted(_SECONDS_BY_FILE.items(), key=lambda item: -item[1])
+    terminalreporter.write_sep('-', f'time by test file: {total:.0f} s of tests in '
+                                    f'{len(ranked)} files, the slowest '
+                                    f'{min(SLOWEST_FILES_SHOWN, len(ranked))}')
+    for path, seconds in ranked[:SLOWEST_FILES_SHOWN]:
+        terminalreporter.write_line(f'{seconds:7.1f} s  {seconds / total:5.1%}  {path}')
