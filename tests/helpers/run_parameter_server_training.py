@@ -1,5 +1,7 @@
 """Trains lenet for a few steps through the coordinator runner, against an in-process
 ParameterServerStrategy cluster (1 ps, 1 worker) on 127.0.0.1; prints a JSON summary.
+Arguments: train_dir [optimizer (momentum) [max_number_of_steps (6)]]; a train_dir with
+a checkpoint resumes from it.
 
 Run by test_runners.py in its own process: connecting to a cluster changes the whole
 process's TensorFlow context.
@@ -27,7 +29,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def main(train_dir):
+def main(train_dir, optimizer_name='momentum', max_steps=6):
     seeding.seed_everything(0)
     cluster = tf.train.ClusterSpec({'worker': [f'127.0.0.1:{_free_port()}'],
                                     'ps': [f'127.0.0.1:{_free_port()}']})
@@ -50,20 +52,21 @@ def main(train_dir):
     with strategy.scope():
         network = nets_factory.get_network_fn('lenet', 10, is_training=True,
                                               dropout_keep_prob=1.0)
-        optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig('momentum'))
+        optimizer = optimizers.create_optimizer(optimizers.OptimizerConfig(optimizer_name))
     trainer = trainer_lib.Trainer(
         strategy=strategy, network=network, optimizer=optimizer,
         learning_rate_fn=learning_rate.create_learning_rate_fn(
             learning_rate.LearningRateConfig('fixed', learning_rate=0.01), 100, 8),
         input_fn=input_fn, image_shape=(28, 28, 1),
         config=trainer_lib.TrainConfig(train_dir=train_dir, batch_size=8,
-                                      max_number_of_steps=6, log_every_n_steps=3))
+                                      max_number_of_steps=max_steps, log_every_n_steps=3))
     before = network.trainable_variables[0].numpy()
     metrics = trainer.train()
     print(json.dumps({
         'runner': type(trainer.steps.runner).__name__,
         'global_step': int(trainer.global_step.numpy()),
         'variable_devices': sorted({v.device for v in network.trainable_variables}),
+        'optimizer_devices': sorted({v.device for v in optimizer.variables}),
         'changed': bool(np.abs(network.trainable_variables[0].numpy() - before).max() > 0),
         'loss': metrics['total_loss'],
         'checkpoint': tf.train.latest_checkpoint(train_dir),
@@ -74,4 +77,4 @@ def main(train_dir):
 
 
 if __name__ == '__main__':
-    main(sys.argv[1])
+    main(sys.argv[1], *sys.argv[2:3], *[int(steps) for steps in sys.argv[3:4]])

@@ -2,11 +2,19 @@
 Garden's rule re-derived in numpy: five steps on lenet and cifarnet, L2 and decoupled
 decay on, the default mask (biases undecayed), global-norm clipping on and off; every
 variable and slot within 1e-5 of the reference (relative to the variable's largest
-magnitude). Then the same update on 2 clones, and a checkpoint that resumes exactly."""
+magnitude). Then the same update on 2 clones, a checkpoint that resumes exactly, and
+(slow) under parameter servers: the slots on the ps task, an exact resume."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import testing_utils
 
 from core.errors import UsageError
 from core.naming import slim_name
@@ -320,3 +328,30 @@ def test_the_plan_block_says_what_is_decayed(name, expected):
     optimizer = create_optimizer(OptimizerConfig(optimizer=name, **flags))
     optimizer.build([tf.Variable(value, name=key) for key, value in SMALL.items()])
     assert optimizer.describe_decay() == expected
+
+
+def train_on_parameter_servers(train_dir, name, steps):
+    """tests/helpers/run_parameter_server_training.py's summary: lenet through the
+    coordinator against 1 ps and 1 worker, in a process of its own (it joins a cluster)."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, str(root / 'tests' / 'helpers' / 'run_parameter_server_training.py'),
+         str(train_dir), name, str(steps)],
+        cwd=root, env=dict(os.environ, PYTHONPATH=str(root)), capture_output=True,
+        text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow  # three processes joining a cluster: ~15 s each
+@pytest.mark.parametrize('name', DECOUPLED_NAMES)
+def test_parameter_servers_hold_the_slots_and_a_checkpoint_resumes_exactly(name, tmp_path):
+    whole = train_on_parameter_servers(tmp_path / 'whole', name, 6)
+    assert whole['runner'] == 'CoordinatorRunner' and whole['global_step'] == 6
+    assert whole['optimizer_devices'] == ['/job:ps/replica:0/task:0/device:CPU:0']
+    train_on_parameter_servers(tmp_path / 'resumed', name, 3)
+    resumed = train_on_parameter_servers(tmp_path / 'resumed', name, 6)
+    assert resumed['global_step'] == 6
+    testing_utils.assert_bit_identical(
+        testing_utils.trained_state(tmp_path / 'whole', 6),
+        testing_utils.trained_state(tmp_path / 'resumed', 6))
