@@ -124,7 +124,7 @@ class Mapper:
     def is_ignored(self, timm_name: str) -> bool:
         return any(p.fullmatch(timm_name) for p in self.ignored)
 
-    def _misfit(self, name, value, why) -> UsageError:
+    def misfit(self, name, value, why) -> UsageError:
         expected = ', '.join(self.family.architectures[self.model_name])
         return UsageError(f'The file is no {self.model_name} ({expected}): its tensor '
                           f'{name!r} {list(value.shape)} {why}; pass weights of that '
@@ -143,7 +143,7 @@ class Mapper:
     def assign_one(self, name: str, value: np.ndarray) -> Assignment:
         found = self.our_path(name)
         if found is None:
-            raise self._misfit(name, value, f'fits no variable of {self.model_name}')
+            raise self.misfit(name, value, f'fits no variable of {self.model_name}')
         path, role = found
         variable = self.variables[path]
         ours = to_our_layout(value, role, variable.shape.rank)
@@ -152,7 +152,7 @@ class Mapper:
             refit = getattr(self.network, 'resample_restored', lambda *_: None)(
                 variable, ours)
             if refit is None or tuple(refit.shape) != tuple(variable.shape):
-                raise self._misfit(name, value, f'does not fit {self.scope_prefix}{path} '
+                raise self.misfit(name, value, f'does not fit {self.scope_prefix}{path} '
                                    f'{variable.shape.as_list()}')
             resampled = self._describe_resampling(path, ours.shape, variable.shape)
             ours = refit
@@ -200,7 +200,7 @@ def pair(family: TimmFamily, network, model_name: str,
         assignment = mapper.assign_one(name, value)
         key = id(assignment.variable)
         if key in filled:
-            raise mapper._misfit(name, value, f'fills {slim_name(assignment.variable)}, '
+            raise mapper.misfit(name, value, f'fills {slim_name(assignment.variable)}, '
                                  f'which {filled[key]!r} filled already')
         filled[key] = name
         assignments.append(assignment)

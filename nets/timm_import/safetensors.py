@@ -11,7 +11,7 @@ naming the file.
 """
 import json
 import os
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -97,7 +97,7 @@ def _as_float32(raw: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def write(path: str, tensors: Dict[str, np.ndarray], dtype: str = 'F32',
-          metadata: Dict[str, str] = None):
+          metadata: Optional[Dict[str, str]] = None):
     """A safetensors file of the tensors (F32 or F16), for tests and goldens."""
     numpy_dtype = {'F32': np.dtype('<f4'), 'F16': np.dtype('<f2')}[dtype]
     header, chunks, offset = {}, [], 0

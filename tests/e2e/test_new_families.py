@@ -8,7 +8,8 @@ Exact resume: a run of STEPS steps and a run stopped at STEPS / 2 then resumed t
 random generator. The two first runs start together; evaluation and export of the
 finished run then start together.
 
-efficientnet_b0 is in `make test`; efficientnet_v2_b0 and convnext_tiny are slow.
+efficientnet_b0 is in `make test`; efficientnet_v2_b0 and convnext_tiny are slow, as
+is vit_tiny_16 (a 2x2 grid of patches at 32; AdamW).
 """
 import concurrent.futures
 import json
@@ -66,6 +67,8 @@ CONVNEXT_RECIPE = ('--optimizer=adamw', '--learning_rate=0.004', '--adamw_weight
     pytest.param('efficientnet_b0', RECOMPUTED, (), marks=pytest.mark.slow),
     pytest.param('efficientnet_v2_b0', RECOMPUTED, (), marks=pytest.mark.slow),
     pytest.param('convnext_tiny', (), CONVNEXT_RECIPE, marks=pytest.mark.slow),  # layer norm
+    pytest.param('vit_tiny_16', (), ('--optimizer=adamw', '--learning_rate=0.001',
+                                     '--weight_decay=0'), marks=pytest.mark.slow),
 ])
 def test_trains_resumes_exactly_evaluates_and_exports(tmp_path, small_shapes, model_name,
                                                       export_extra, train_extra):
