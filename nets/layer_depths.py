@@ -1,27 +1,33 @@
 """Each variable's depth, for layer-wise learning-rate decay (BEiT, Bao et al. 2021; timm's
 --layer-decay): the one place where the families that can say it do.
 
-A net of depth D (its blocks) has D + 2 layers: 0 is the stem (ViT: patch embedding,
-class and register tokens, position embedding), 1..D its blocks in order, D + 1 the
-rest (final norm, head). With --layer_decay=d a variable at depth k trains at
-d ** (D + 1 - k) times the learning rate: the head at the full rate, the stem at the
-smallest. The blocks are timm's `group_matcher` groups:
+The depths are timm's `group_matcher` layers (timm/models/_manipulate.py): the stem is
+0, each block one layer in order, a final norm or head conv joins the last block (timm's
+(99999,) group), and what is left (the classifier) is the last layer. With
+--layer_decay=d a variable at depth k of a net whose last layer is L trains at
+d ** (L - k) times the learning rate. Per family, by the variables' scopes below the
+net's own:
 
-    ViT, DINOv2          block_<i>                      -> i + 1
-    ConvNeXt (V1, V2)    stage_<s>/block_<b>            -> 1 + its index over all stages;
-                         stage_<s>/downsample           -> its stage's first block's
+    ViT, DINOv2       stem: patch_embedding, class_token, register_tokens,
+                      position_embedding; blocks: block_<i>; with the last: final_norm
+    ConvNeXt (V1, V2) stem: stem; blocks: stage_<s>/block_<b> in order, a stage's
+                      downsample with its first block
+    ResNet v1, v2     stem: conv1; blocks: block<b>/unit_<u> in order; with the last:
+                      postnorm (v2)
+    EfficientNet(V2)  stem: stem; blocks: blocks_<i>; with the last: head's conv and norm
+
+(timm's ViT leaves its register tokens to the head's layer; here they are the stem's,
+beside the class token.)
 """
 import dataclasses
 import re
-from typing import Callable, Dict, Optional
+from typing import Dict, Optional
 
 from core.naming import slim_name
 from nets.convnext import ConvNeXt
+from nets.efficientnet.model import EfficientNet
+from nets.resnet import ResNet
 from nets.vit.model import VisionTransformer
-
-_VIT_STEM = ('patch_embedding', 'class_token', 'register_tokens', 'position_embedding')
-_VIT_BLOCK = re.compile(r'block_(\d+)$')
-_CONVNEXT_BLOCK = re.compile(r'stage_(\d+)/(?:block_(\d+)|downsample)$')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,48 +42,54 @@ class LayerDepths:
         return {name: layer_decay ** (last - depth) for name, depth in self.depth_of.items()}
 
 
-def _relative(variable) -> list:
-    """A variable's scopes below the net's own ('vit_tiny_16/block_0/mlp/...')."""
-    return slim_name(variable).split('/')[1:]
+@dataclasses.dataclass(frozen=True)
+class _Family:
+    """Regular expressions on a variable's scopes below the net's ('block_3/mlp/...')."""
+    stem: str
+    block: str  # its groups, as numbers, order the blocks; a missing group counts 0
+    with_last_block: str = r'$^'  # matches nothing
+
+    def depths(self, network) -> LayerDepths:
+        names = [slim_name(v) for v in network.trainable_variables]
+        relative = {name: name.split('/', 1)[1] for name in names}
+        keys = {}
+        for name, path in relative.items():
+            match = re.match(self.block, path)
+            if match:
+                keys[name] = tuple(int(group or 0) for group in match.groups())
+        order = {key: index + 1 for index, key in enumerate(sorted(set(keys.values())))}
+        last_block, head = len(order), len(order) + 1
+        depth_of = {}
+        for name, path in relative.items():
+            if re.match(self.stem, path):
+                depth_of[name] = 0
+            elif name in keys:
+                depth_of[name] = order[keys[name]]
+            elif re.match(self.with_last_block, path):
+                depth_of[name] = last_block
+            else:
+                depth_of[name] = head
+        return LayerDepths(head + 1, depth_of)
 
 
-def _vit_depths(network) -> LayerDepths:
-    blocks = {}
-    for variable in network.trainable_variables:
-        match = _VIT_BLOCK.match(_relative(variable)[0])
-        if match:
-            blocks[slim_name(variable)] = int(match.group(1)) + 1
-    last = max(blocks.values(), default=0) + 1
-    return LayerDepths(last + 1, {
-        slim_name(v): (0 if _relative(v)[0] in _VIT_STEM
-                       else blocks.get(slim_name(v), last))
-        for v in network.trainable_variables})
-
-
-def _convnext_depths(network) -> LayerDepths:
-    positions = {}  # variable name -> (stage, block); a downsample is its stage's block 0
-    for variable in network.trainable_variables:
-        match = _CONVNEXT_BLOCK.match('/'.join(_relative(variable)[:2]))
-        if match:
-            positions[slim_name(variable)] = (int(match.group(1)), int(match.group(2) or 0))
-    order = {position: index + 1 for index, position in
-             enumerate(sorted(set(positions.values())))}
-    last = len(order) + 1
-    return LayerDepths(last + 1, {
-        slim_name(v): (0 if _relative(v)[0] == 'stem'
-                       else order[positions[slim_name(v)]] if slim_name(v) in positions
-                       else last)
-        for v in network.trainable_variables})
-
-
-_FAMILIES: Dict[type, Callable] = {VisionTransformer: _vit_depths, ConvNeXt: _convnext_depths}
-FAMILY_NAMES = ('ViT', 'DINOv2', 'ConvNeXt', 'ConvNeXt V2')
+_FAMILIES = {
+    VisionTransformer: _Family(
+        stem=r'(patch_embedding|class_token|register_tokens|position_embedding)(/|$)',
+        block=r'block_(\d+)/', with_last_block=r'final_norm/'),
+    ConvNeXt: _Family(stem=r'stem/', block=r'stage_(\d+)/(?:block_(\d+)|downsample)/'),
+    ResNet: _Family(stem=r'conv1/', block=r'block(\d+)/unit_(\d+)/',
+                    with_last_block=r'postnorm/'),
+    EfficientNet: _Family(stem=r'stem/', block=r'blocks_(\d+)/',
+                          with_last_block=r'head/(conv2d|tpu_batch_normalization)/'),
+}
+FAMILY_NAMES = ('ViT', 'DINOv2', 'ConvNeXt', 'ConvNeXt V2', 'ResNet', 'EfficientNet',
+                'EfficientNetV2')
 
 
 def layer_depths(network) -> Optional[LayerDepths]:
     """The depths of a built network's trainable variables; None for a family that does
     not say them."""
-    for family, depths in _FAMILIES.items():
+    for family, rules in _FAMILIES.items():
         if isinstance(network, family):
-            return depths(network)
+            return rules.depths(network)
     return None

@@ -121,7 +121,8 @@ def fine_tuning(define):
                  'decay (BEiT, timm\'s --layer-decay), e.g. 0.75: a variable at depth k of '
                  'a net with layers 0 (stem) .. L (head) trains at this ** (L - k) times '
                  'the rate, with any --optimizer. For the families that say their depths '
-                 '(nets/layer_depths.py: ViT, DINOv2, ConvNeXt, ConvNeXt V2); the plan '
+                 '(nets/layer_depths.py: ViT, DINOv2, ConvNeXt, ConvNeXt V2, ResNet, '
+                 'EfficientNet, EfficientNetV2); the plan '
                  'block prints the first and last scales. 0: off.')
     define.bool('dry_run_restore', TrainingJob.dry_run_restore, 'Print what '
                 '--checkpoint_path would restore (restored, excluded, missing, '

@@ -1,6 +1,6 @@
 """--layer_decay: each variable of a ViT and a ConvNeXt V2 trains at the rate its depth
-says (read back from one AdamW step of unit gradients through the ModelStep), the plan
-block's scales, and a family without depths refused in one line."""
+says (read back from one AdamW step of unit gradients through the ModelStep); ResNet's
+and EfficientNet's depths; a family without depths refused in one line."""
 import re
 
 import numpy as np
@@ -19,12 +19,13 @@ RATE = 1.0  # large steps: float32 resolves them on weights near 1
 
 
 def vit_depth(name):
-    """timm's ViT layer ids for 12 blocks: stem 0, block i -> i + 1, the rest 13."""
+    """timm's ViT layer ids for 12 blocks: stem 0, block i -> i + 1, the final norm with
+    the last block (12), the head 13."""
     part = name.split('/')[1]
     if part in ('patch_embedding', 'class_token', 'position_embedding'):
         return 0
     block = re.fullmatch(r'block_(\d+)', part)
-    return int(block.group(1)) + 1 if block else 13
+    return int(block.group(1)) + 1 if block else 12 if part == 'final_norm' else 13
 
 
 ATTO_BLOCKS = (2, 2, 6, 2)
@@ -89,3 +90,28 @@ def test_without_layer_decay_every_scale_is_one():
     assert depths.num_layers == 14
     assert set(depths.scales(1.0).values()) == {1.0}
     assert layer_depths.layer_depths(nets_factory.get_network_fn('lenet', 10)) is None
+
+
+@pytest.mark.parametrize('model_name, expected, num_layers', [
+    # 16 bottleneck units; v2's postnorm joins the last one.
+    ('resnet_v1_50', {'conv1/weights': 0, 'conv1/BatchNorm/beta': 0,
+                      'block1/unit_1/bottleneck_v1/conv1/weights': 1,
+                      'block2/unit_1/bottleneck_v1/shortcut/weights': 4,
+                      'block4/unit_3/bottleneck_v1/conv3/weights': 16, 'logits/weights': 17},
+     18),
+    ('resnet_v2_50', {'conv1/weights': 0, 'block3/unit_6/bottleneck_v2/conv2/weights': 13,
+                      'postnorm/gamma': 16, 'logits/biases': 17}, 18),
+    # 16 blocks; the head's conv and norm join the last, the classifier is alone.
+    ('efficientnet_b0', {'stem/conv2d/kernel': 0, 'blocks_0/conv2d/kernel': 1,
+                         'blocks_15/se/conv2d_1/bias': 16, 'head/conv2d/kernel': 16,
+                         'head/tpu_batch_normalization/gamma': 16, 'head/dense/kernel': 17},
+     18),
+])
+def test_resnet_and_efficientnet_depths(model_name, expected, num_layers):
+    network = nets_factory.get_network_fn(model_name, 10, is_training=True)
+    network.build((32, 32, 3))
+    depths = layer_depths.layer_depths(network)
+    scope = slim_name(network.trainable_variables[0]).split('/')[0]
+    assert depths.num_layers == num_layers
+    assert {name: depths.depth_of[f'{scope}/{name}'] for name in expected} == expected
+    assert set(depths.depth_of.values()) == set(range(num_layers))
