@@ -151,6 +151,7 @@ def training_from_flags(flag_values: flags.FlagValues = FLAGS,
     data = data_config_from_flags(flag_values, image_size_flag='train_image_size',
                                   default_batch_size=TRAIN_BATCH_SIZE,
                                   default_split=TRAIN_SPLIT)
+    data = _with_imported_preprocessing(data, flag_values)
     config = _from_flags(
         trainer.TrainConfig, flag_values, batch_size=data.batch_size,
         checkpoint_exclude_scopes=split_scopes('checkpoint_exclude_scopes', flag_values),
@@ -213,16 +214,25 @@ def watch_config_from_flags(
                                         backfill=flag_values.backfill)
 
 
+def _with_imported_preprocessing(data: DataConfig, flag_values) -> DataConfig:
+    """data with the pretrained_cfg of an imported --checkpoint_path (import.json or a
+    fine-tuning's preprocessing.json), unless --preprocessing_name is given."""
+    if imported_preprocessing.record_of(flag_values.checkpoint_path) is None:
+        return data  # the common case: nothing imported (nor the model name looked up)
+    family = preprocessing_family(data.preprocessing_name,
+                                  nets_factory.get_spec(data.model_name))
+    return dataclasses.replace(data, preprocessing_options=imported_preprocessing.options(
+        flag_values.checkpoint_path, family,
+        named=flag_values['preprocessing_name'].present))
+
+
 def evaluation_from_flags(flag_values: flags.FlagValues = FLAGS) -> EvaluationJob:
     """eval_image_classifier.py's job: its replicas are --num_clones here, no cluster."""
     _note_slim_session_target(flag_values)
     data = data_config_from_flags(flag_values, image_size_flag='eval_image_size',
                                   default_batch_size=EVAL_BATCH_SIZE,
                                   default_split=EVAL_SPLIT)
-    data = dataclasses.replace(data, preprocessing_options=imported_preprocessing.options(
-        flag_values.checkpoint_path,
-        preprocessing_family(data.preprocessing_name, nets_factory.get_spec(data.model_name)),
-        named=flag_values['preprocessing_name'].present))
+    data = _with_imported_preprocessing(data, flag_values)
     return _from_flags(
         EvaluationJob, flag_values, data=data,
         use_moving_averages=flag_values.moving_average_decay is not None,

@@ -6,7 +6,7 @@ from typing import Optional
 from absl import logging
 import tensorflow as tf
 
-from cli import batch_norm_job, run_record
+from cli import batch_norm_job, imported_preprocessing, run_record
 from cli.assembly import DataConfig
 from cli.assembly import assemble_data as _assemble_data
 from core import checks, paths, seeding, threads
@@ -257,6 +257,9 @@ def run(job: TrainingJob):
         if writes:
             run_record.write(job.config.train_dir, job.flags_record,
                              job.config.max_number_of_steps)
+            if job.data.preprocessing_options:  # evaluating this run preprocesses alike
+                imported_preprocessing.carry(job.config.checkpoint_path,
+                                             job.config.train_dir)
         return train(job.data, job.deployment, job.config, job.optimizer_config,
                      job.learning_rate_config, job.weight_decay,
                      quantize_delay=job.quantize_delay, drop_path_rate=job.drop_path_rate)

@@ -1,7 +1,8 @@
 """import.json's pretrained_cfg (import_timm_weights.py) as the preprocessing of
-evaluation and export from that checkpoint: the values the family takes, none when
---preprocessing_name is given or there is no import.json; the evaluation config
-carries them."""
+evaluation, export and fine-tuning from that checkpoint: the values the family takes,
+none when --preprocessing_name is given or there is no import.json; the evaluation and
+training configs carry them; a fine-tuning's train_dir holds them for its own
+evaluation."""
 import json
 
 import numpy as np
@@ -62,3 +63,16 @@ def test_the_evaluation_config_carries_them(imported_dir, parsed, tmp_path):
         'eval_image_classifier.py', '--model_name=vit_tiny_16', '--preprocessing_name=vit',
         f'--checkpoint_path={imported_dir}', f'--eval_dir={tmp_path / "eval"}'))
     assert named.data.preprocessing_options == ()
+
+
+def test_training_takes_them_and_its_train_dir_keeps_them(imported_dir, parsed, tmp_path):
+    training = configs.training_from_flags(parsed(
+        'train_image_classifier.py', '--model_name=vit_tiny_16',
+        f'--checkpoint_path={imported_dir}', f'--train_dir={tmp_path / "train"}'))
+    assert dict(training.data.preprocessing_options)['mean'] == tuple(DEIT['mean'])
+    train_dir = tmp_path / 'train'
+    train_dir.mkdir()
+    imported_preprocessing.carry(str(imported_dir), str(train_dir))
+    assert imported_preprocessing.options(str(train_dir / 'model.ckpt-20'), 'vit',
+                                          named=False) == imported_preprocessing.options(
+        str(imported_dir), 'vit', named=False)

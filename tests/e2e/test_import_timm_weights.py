@@ -110,6 +110,11 @@ def test_a_linear_probe_fine_tunes_at_another_size(imported, tmp_path, shapes_di
     assert ('149 restored, 2 excluded, 0 missing, 0 shape-mismatched, 0 only in the '
             'checkpoint. vit_tiny_16/position_embedding resampled from [1, 5, 192] to '
             '[1, 10, 192]') in tuned.stderr
+    assert ('Preprocessing: vit with the imported pretrained_cfg: mean=(0.5, 0.5, 0.5), '
+            'std=(0.5, 0.5, 0.5), crop_fraction=0.9, interpolation=bicubic.') in tuned.stderr
+    carried = json.loads((tmp_path / 'train' / 'preprocessing.json').read_text())
+    assert carried['pretrained_cfg'] == json.loads(
+        (output / 'import.json').read_text())['pretrained_cfg']
 
 
 @pytest.mark.slow
@@ -130,7 +135,7 @@ def test_the_export_serves_with_the_imported_preprocessing(imported, tmp_path):
                       f'--export_dir={export}', '--export_format=saved_model',
                       '--image_size=32', '--num_parity_examples=4')
     assert made.returncode == 0, made.stderr[-3000:]
-    assert ("Preprocessing: vit with import.json's pretrained_cfg: mean=(0.485, 0.456, "
+    assert ("Preprocessing: vit with the imported pretrained_cfg: mean=(0.485, 0.456, "
             "0.406), std=(0.229, 0.224, 0.225), crop_fraction=0.875, "
             "interpolation=bicubic.") in made.stderr
     pixels = tf.constant(np.random.default_rng(3).integers(0, 256, (2, 45, 37, 3)),
