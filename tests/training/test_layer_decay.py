@@ -99,8 +99,10 @@ def test_without_layer_decay_every_scale_is_one():
                       'block2/unit_1/bottleneck_v1/shortcut/weights': 4,
                       'block4/unit_3/bottleneck_v1/conv3/weights': 16, 'logits/weights': 17},
      18),
-    ('resnet_v2_50', {'conv1/weights': 0, 'block3/unit_6/bottleneck_v2/conv2/weights': 13,
-                      'postnorm/gamma': 16, 'logits/biases': 17}, 18),
+    pytest.param('resnet_v2_50', {'conv1/weights': 0, 'postnorm/gamma': 16,
+                                  'block3/unit_6/bottleneck_v2/conv2/weights': 13,
+                                  'logits/biases': 17}, 18,
+                 marks=pytest.mark.slow),  # efficientnet_b0 joins a last block too
     # 16 blocks; the head's conv and norm join the last, the classifier is alone.
     ('efficientnet_b0', {'stem/conv2d/kernel': 0, 'blocks_0/conv2d/kernel': 1,
                          'blocks_15/se/conv2d_1/bias': 16, 'head/conv2d/kernel': 16,
