@@ -190,7 +190,8 @@ def test_five_steps_equal_the_reference(name, model_name, clipped):
     errors = {}
     for mine, other in zip(ours, theirs):
         errors[slim_name(mine)] = relative_error(mine.numpy(), other.numpy())
-        my_slots, other_slots = list(optimizer._slots[slim_name(mine)].values()), slots_of(other)
+        my_slots = list(optimizer._slots[slim_name(mine)].values())
+        other_slots = slots_of(other)
         assert len(my_slots) == len(other_slots), slim_name(mine)
         for index, (my_slot, other_slot) in enumerate(zip(my_slots, other_slots)):
             errors[f'{slim_name(mine)} slot {index}'] = relative_error(my_slot.numpy(),
