@@ -122,7 +122,7 @@ def fine_tuning(define):
                  'a net with layers 0 (stem) .. L (head) trains at this ** (L - k) times '
                  'the rate, with any --optimizer. For the families that say their depths '
                  '(nets/layer_depths.py: ViT, DINOv2, ConvNeXt, ConvNeXt V2, ResNet, '
-                 'EfficientNet, EfficientNetV2); the plan '
+                 'EfficientNet, EfficientNetV2, MobileNet V2 and V3); the plan '
                  'block prints the first and last scales. 0: off.')
     define.bool('dry_run_restore', TrainingJob.dry_run_restore, 'Print what '
                 '--checkpoint_path would restore (restored, excluded, missing, '

@@ -1,6 +1,6 @@
 """--layer_decay: each variable of a ViT and a ConvNeXt V2 trains at the rate its depth
-says (read back from one AdamW step of unit gradients through the ModelStep); ResNet's
-and EfficientNet's depths; a family without depths refused in one line."""
+says (read back from one AdamW step of unit gradients through the ModelStep); ResNet's,
+EfficientNet's and MobileNet's depths; a family without depths refused in one line."""
 import re
 
 import numpy as np
@@ -108,8 +108,17 @@ def test_without_layer_decay_every_scale_is_one():
                          'blocks_15/se/conv2d_1/bias': 16, 'head/conv2d/kernel': 16,
                          'head/tpu_batch_normalization/gamma': 16, 'head/dense/kernel': 17},
      18),
+    # 17 inverted residuals; Conv_1 (timm's conv_head) joins the last.
+    pytest.param('mobilenet_v2', {'Conv/weights': 0, 'expanded_conv/project/weights': 1,
+                                  'expanded_conv_16/expand/weights': 17,
+                                  'Conv_1/weights': 17, 'Logits/Conv2d_1c_1x1/weights': 18},
+                 19, marks=pytest.mark.slow),
+    # 11 inverted residuals, then Conv_1 as a block; Conv_2 (conv_head) with the logits.
+    ('mobilenet_v3_small', {'Conv/weights': 0, 'expanded_conv_10/project/weights': 11,
+                            'Conv_1/weights': 12, 'Conv_2/weights': 13,
+                            'Logits/Conv2d_1c_1x1/weights': 13}, 14),
 ])
-def test_resnet_and_efficientnet_depths(model_name, expected, num_layers):
+def test_resnet_efficientnet_and_mobilenet_depths(model_name, expected, num_layers):
     network = nets_factory.get_network_fn(model_name, 10, is_training=True)
     network.build((32, 32, 3))
     depths = layer_depths.layer_depths(network)
