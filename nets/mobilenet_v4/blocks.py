@@ -17,6 +17,7 @@ The block table (nets/mobilenet_v4/mobilenet_v4.py) lists one spec per block:
   queries of `key_depth`, one shared key and value of `key_depth`; keys and values
   first downsampled by a 3x3 stride-`kv_stride` depthwise conv and batch norm when
   `kv_stride` > 1), a 1x1 output projection; convs without biases or norms; residual.
+  Queries keep the input's resolution (no variant strides them).
 
 The hybrids scale each UIB's and MQA's branch by a learned per-channel layer scale
 (initialised to 1e-5) before the residual add. Expanded depths are rounded to multiples
@@ -62,7 +63,6 @@ class MQASpec:
     key_depth: int
     kv_stride: int
     depth: int
-    stride: int = 1
 
 
 def _padding(stride: int) -> str:
@@ -168,8 +168,6 @@ class MobileMQA(ResidualBlock):
     def __init__(self, name: str, spec: MQASpec, *, input_depth: int,
                  batch_norm: layers.BatchNormParams, options: Dict,
                  layer_scale_init: Optional[float] = None):
-        if spec.stride != 1:
-            raise ValueError('Mobile MQA with a query stride is not built here.')
         super().__init__(name, residual=input_depth == spec.depth,
                          layer_scale_init=layer_scale_init)
         self.heads, self.key_depth = spec.heads, spec.key_depth

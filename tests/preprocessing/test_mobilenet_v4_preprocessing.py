@@ -48,3 +48,13 @@ def test_training_crops_resizes_and_flips_reproducibly():
                                         seed=tf.constant([3, 7])), first)
     assert not np.allclose(train(tf.constant(IMAGE), 64, 64, seed=tf.constant([4, 7])),
                            first)
+
+
+def test_other_weights_mean_std_and_interpolation_are_keywords():
+    # mobilenetv4_conv_small.e3600_r256_in1k: mean and std 0.5 (an import.json's).
+    fn = preprocessing_factory.get_preprocessing('mobilenet_v4_conv_small')
+    output = fn(tf.constant(IMAGE), 224, 224, mean=(0.5,) * 3, std=(0.5,) * 3).numpy()
+    expected = _expected(256, 224) * STD + MEAN  # back to pixels
+    np.testing.assert_allclose(output, expected / 127.5 - 1, rtol=1e-5, atol=1e-4)
+    bilinear = fn(tf.constant(IMAGE), 224, 224, interpolation='bilinear').numpy()
+    assert not np.allclose(bilinear, _expected(256, 224), atol=1e-2)
