@@ -5,8 +5,8 @@ the activation, dropout and a dense classifier (timm's MobileNetV3 class with
 
 Variables, under the net's scope (e.g. 'mobilenet_v4_conv_small'): 'stem/conv',
 'stage_<i>/block_<j>/<layer>' (layers as blocks.py names them), 'head/conv',
-'head/logits'. Convolutions have no biases (batch norm's beta) except none at all in
-Mobile MQA's projections; the classifier has biases.
+'head/logits'. No convolution has biases: a batch norm's beta follows each, except
+Mobile MQA's projections, which have neither; the classifier has biases.
 
 End points: 'stem' (stride 2), 'stage_0' .. 'stage_4' (strides 4, 8, 16, 32, 32; each
 after its last block: `base()`'s default is 'stage_4'), 'global_pool' [batch, depth],
