@@ -46,11 +46,10 @@ def _register(name, size, patch_size, preprocessing_name, **architecture):
     return build
 
 
-def _register_dinov2(name, size, registers=False):
-    extra = (dict(num_register_tokens=DINOV2_REGISTER_TOKENS, embed_prefix_tokens=False)
-             if registers else {})
-    return _register(name, size, 14, 'dinov2', layer_scale_init=DINOV2_LAYER_SCALE_INIT,
-                     **extra)
+DINOV2 = dict(layer_scale_init=DINOV2_LAYER_SCALE_INIT)
+# With registers: the position embedding covers the patches only.
+DINOV2_REG4 = dict(DINOV2, num_register_tokens=DINOV2_REGISTER_TOKENS,
+                   embed_prefix_tokens=False)
 
 
 vit_tiny_16 = _register('vit_tiny_16', 'tiny', 16, 'vit')
@@ -58,9 +57,10 @@ vit_small_16 = _register('vit_small_16', 'small', 16, 'vit')
 vit_base_16 = _register('vit_base_16', 'base', 16, 'vit')
 vit_base_32 = _register('vit_base_32', 'base', 32, 'vit')
 vit_large_16 = _register('vit_large_16', 'large', 16, 'vit')
-dinov2_small_14 = _register_dinov2('dinov2_small_14', 'small')
-dinov2_base_14 = _register_dinov2('dinov2_base_14', 'base')
-dinov2_large_14 = _register_dinov2('dinov2_large_14', 'large')
-dinov2_small_14_reg4 = _register_dinov2('dinov2_small_14_reg4', 'small', registers=True)
-dinov2_base_14_reg4 = _register_dinov2('dinov2_base_14_reg4', 'base', registers=True)
-dinov2_large_14_reg4 = _register_dinov2('dinov2_large_14_reg4', 'large', registers=True)
+dinov2_small_14 = _register('dinov2_small_14', 'small', 14, 'dinov2', **DINOV2)
+dinov2_base_14 = _register('dinov2_base_14', 'base', 14, 'dinov2', **DINOV2)
+dinov2_large_14 = _register('dinov2_large_14', 'large', 14, 'dinov2', **DINOV2)
+dinov2_small_14_reg4 = _register('dinov2_small_14_reg4', 'small', 14, 'dinov2', **DINOV2_REG4)
+dinov2_base_14_reg4 = _register('dinov2_base_14_reg4', 'base', 14, 'dinov2', **DINOV2_REG4)
+dinov2_large_14_reg4 = _register('dinov2_large_14_reg4', 'large', 14, 'dinov2',
+                                 **DINOV2_REG4)
