@@ -1,7 +1,8 @@
-"""EfficientNet, EfficientNetV2, ConvNeXt and MobileNetV4 through the scripts as a user
-types them, on `shapes` at a small size: training (drop-connect / stochastic depth on),
-an exact resume, evaluation and a SavedModel export whose parity check passes (the
-batch-norm families' export first recomputes the moving statistics: see RECOMPUTED).
+"""EfficientNet, EfficientNetV2, ConvNeXt, ConvNeXt V2 and MobileNetV4 through the
+scripts as a user types them, on `shapes` at a small size: training (drop-connect /
+stochastic depth on), an exact resume, evaluation and a SavedModel export whose parity
+check passes (the batch-norm families' export first recomputes the moving statistics:
+see RECOMPUTED).
 
 Exact resume: a run of STEPS steps and a run stopped at STEPS / 2 then resumed to STEPS
 (both --seed --deterministic) end with bit-identical variables, optimizer slots and
@@ -69,6 +70,7 @@ CONVNEXT_RECIPE = ('--optimizer=adamw', '--learning_rate=0.004', '--adamw_weight
     pytest.param('convnext_tiny', (), CONVNEXT_RECIPE, marks=pytest.mark.slow),  # layer norm
     pytest.param('vit_tiny_16', (), ('--optimizer=adamw', '--learning_rate=0.001',
                                      '--weight_decay=0'), marks=pytest.mark.slow),
+    pytest.param('convnext_v2_atto', (), (), marks=pytest.mark.slow),  # response norm
     pytest.param('mobilenet_v4_conv_small', RECOMPUTED, (), marks=pytest.mark.slow),
     pytest.param('mobilenet_v4_hybrid_medium', RECOMPUTED, (), marks=pytest.mark.slow),
 ])
