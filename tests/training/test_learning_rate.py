@@ -225,3 +225,12 @@ def test_without_a_base_batch_the_rate_is_as_given():
 def test_an_unknown_base_scale_is_refused():
     with pytest.raises(UsageError, match='--learning_rate_base_scale=cube'):
         LearningRateConfig(learning_rate_base_scale='cube')
+
+
+def test_a_cosine_floor_above_the_scaled_rate_names_the_scaling():
+    config = LearningRateConfig(learning_rate=0.0005, learning_rate_decay_type='cosine',
+                                end_learning_rate=0.00001, learning_rate_base_batch_size=512,
+                                learning_rate_base_scale='linear')
+    with pytest.raises(UsageError, match=r'from the rate 7\.8125e-06 \(--learning_rate=0\.0005 '
+                                         r'for a global batch of 512, x 0\.015625 \(linear\)'):
+        create_learning_rate_fn(config, SAMPLES, 4, global_batch_size=8)

@@ -161,10 +161,11 @@ def create_learning_rate_fn(
 
     if config.learning_rate_decay_type == 'cosine' and (
             config.end_learning_rate > config.learning_rate or config.end_learning_rate < 0):
+        start = (f'the rate {config.learning_rate:g} ({scaling})' if scaling
+                 else f'--learning_rate={config.learning_rate:g}')
         raise UsageError(
             f'--end_learning_rate={config.end_learning_rate:g} is the floor of the cosine '
-            f'decay from --learning_rate={config.learning_rate:g}; set it between 0 and '
-            '--learning_rate.')
+            f'decay from {start}; set it between 0 and that rate.')
 
     steps_per_epoch = num_samples_per_epoch / batch_size / batches_per_update
     warmup_steps = steps_per_epoch * config.warmup_epochs
