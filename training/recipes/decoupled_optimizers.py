@@ -38,8 +38,9 @@ def _assign(variable, value):
 class DecoupledOptimizer(Optimizer):
     """Base of the modern optimizers: the mask, decoupled decay, the step count.
 
-    Subclasses implement _update(value, grad, lr, slots, decays) -> (new value, new
-    slots) on tensors, after the decay; `decays` is the mask's verdict for the variable.
+    Subclasses implement _update(var, value, grad, lr, slots, decays) -> (new value, new
+    slots): value and slots are the tensors read (value after the decay), var gives the
+    shape and dtype, `decays` is the mask's verdict for it.
     """
 
     DECOUPLED = True  # False: the subclass applies weight_decay itself (LARS)
