@@ -48,6 +48,7 @@ slow blocks included (test_page_slow). test_summary prints what ran and why the 
 did not: "docs test: N blocks run, M skipped: ...".
 """
 import collections
+import dataclasses
 import re
 import subprocess
 import sys
@@ -100,6 +101,47 @@ def test_page_fast(page, fixtures, tmp_path):
 @pytest.mark.parametrize('page', SLOW_PAGES, ids=_name)
 def test_page_slow(page, fixtures, tmp_path):
     _run(page, True, fixtures, tmp_path)
+
+
+README = ROOT / 'README.md'
+TOUR = '## A ten-minute tour'
+
+
+def _tour_blocks():
+    """README's tour: the blocks from its heading to the next one."""
+    lines = README.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(TOUR)) + 1
+    end = next(i for i, line in enumerate(lines[start:], start) if line.startswith('## '))
+    return [b for b in BLOCKS[README] if start < b.line <= end]
+
+
+# What the README tells a user to expect of the tour on classes that differ in texture.
+TEXTURE_EXPECTATION = 'expect 0.5 or more'
+TEXTURE_BAR = 0.5
+
+
+def test_the_readme_states_the_texture_bar_the_slow_test_checks():
+    assert TEXTURE_EXPECTATION in ' '.join(README.read_text().split())
+    assert f'{TEXTURE_BAR:g}' in TEXTURE_EXPECTATION
+
+
+@pytest.mark.slow
+def test_readme_tour_on_photos_that_differ_in_texture(fixtures, tmp_path):
+    """The tour as written, at its documented steps, on 4 classes that differ in texture
+    only (stripes, dots, checks, gradients in random colours; 72 photos a class, 65
+    trained on): its evaluation reaches what the README says to expect of such classes
+    (TEXTURE_EXPECTATION), in place of the colour scenes' bar."""
+    photos = tmp_path / 'textures'
+    docs_blocks.write_photos(photos, per_class=72, textures=True)
+    scratch = docs_blocks.prepare_scratch(tmp_path / 'scratch', fixtures, photos=photos)
+    blocks = [dataclasses.replace(b, accuracy=TEXTURE_BAR) if b.accuracy is not None
+              else b for b in _tour_blocks()]
+    assert any(b.accuracy is not None for b in blocks)
+    outcomes = docs_blocks.run_page(blocks, scratch, include_slow=True)
+    for outcome in outcomes:
+        print(f'{outcome.block.where}: {outcome.status} in {outcome.seconds:.1f} s')
+    bad = [o for o in outcomes if o.status in ('failed', 'timed out')]
+    assert not bad, '\n\n'.join(docs_blocks.failure_report(o) for o in bad)
 
 
 # The generated references: each script's --check exits 1 when its file is stale.

@@ -220,11 +220,12 @@ def rewrite(text, scratch, ports, steps=FEW_STEPS):
     return text
 
 
-def prepare_scratch(scratch, fixtures):
+def prepare_scratch(scratch, fixtures, photos=None):
     """A scratch directory that looks like the checkout to the docs' commands (its
     scripts linked, not copied), with copies of the fixtures: my_photos/ and
-    new_photo.jpg at the top, shapes/, mnist/, cifar10/ and flowers/ in disk/ (the
-    docs' /tmp/shapes, ...), and disk/checkpoints/ once built (ensure_checkpoints)."""
+    new_photo.jpg at the top (from `photos`, a directory write_photos wrote, if given),
+    shapes/, mnist/, cifar10/ and flowers/ in disk/ (the docs' /tmp/shapes, ...), and
+    disk/checkpoints/ once built (ensure_checkpoints)."""
     scratch = pathlib.Path(scratch)
     (scratch / DISK).mkdir(parents=True, exist_ok=True)
     for pattern in LINKED:
@@ -232,8 +233,9 @@ def prepare_scratch(scratch, fixtures):
             if not (scratch / entry.name).exists():
                 (scratch / entry.name).symlink_to(entry)
     fixtures = pathlib.Path(fixtures)
-    shutil.copytree(fixtures / 'my_photos', scratch / 'my_photos')
-    shutil.copy2(fixtures / 'new_photo.jpg', scratch / 'new_photo.jpg')
+    photos = pathlib.Path(photos) if photos else fixtures
+    shutil.copytree(photos / 'my_photos', scratch / 'my_photos')
+    shutil.copy2(photos / 'new_photo.jpg', scratch / 'new_photo.jpg')
     shutil.copytree(fixtures / 'shapes', scratch / DISK / 'shapes')
     for name in slim_fixtures.DATASETS:
         shutil.copytree(fixtures / 'slim' / name, scratch / DISK / name)
@@ -356,24 +358,55 @@ def draw_photo(name, height, width, rng):
     return np.clip(image, 0, 255).astype(np.uint8)
 
 
-def write_photos(directory, per_class=60, seed=0):
+TEXTURE_CLASSES = ('checks', 'dots', 'gradients', 'stripes')
+
+
+def draw_texture(name, height, width, rng):
+    """One uint8 [height, width, 3] photo of texture `name` (TEXTURE_CLASSES) in two
+    random colours, at a random angle and scale: classes that differ in pattern only,
+    never in colour."""
+    import numpy as np
+    colours = rng.uniform(0, 255, (2, 3)).astype(np.float32)
+    ys, xs = np.mgrid[:height, :width].astype(np.float32)
+    angle = rng.uniform(0, np.pi)
+    along = xs * np.cos(angle) + ys * np.sin(angle)
+    across = -xs * np.sin(angle) + ys * np.cos(angle)
+    period = rng.uniform(6, 14)
+    if name == 'stripes':
+        mix = (np.floor(along / period) % 2).astype(np.float32)
+    elif name == 'checks':
+        mix = ((np.floor(along / period) + np.floor(across / period)) % 2).astype(np.float32)
+    elif name == 'dots':
+        near = (along % period - period / 2) ** 2 + (across % period - period / 2) ** 2
+        mix = (near < (rng.uniform(0.2, 0.35) * period) ** 2).astype(np.float32)
+    else:  # a smooth ramp across the whole photo
+        mix = (along - along.min()) / max(float(np.ptp(along)), 1.0)
+    image = colours[0] * (1 - mix[..., None]) + colours[1] * mix[..., None]
+    image *= rng.uniform(0.75, 1.15)  # exposure
+    image += rng.normal(0, 12, image.shape)
+    return np.clip(image, 0, 255).astype(np.uint8)
+
+
+def write_photos(directory, per_class=60, seed=0, textures=False):
     """my_photos/<class>/*.jpg: small JPEGs (one PNG per class) of each class's scene
-    (PHOTO_SCENES) at a few sizes; and new_photo.jpg (roses) beside it."""
+    (PHOTO_SCENES), or with `textures` of each texture (TEXTURE_CLASSES), at a few
+    sizes; and new_photo.jpg (roses, or stripes) beside it."""
     import numpy as np
     import tensorflow as tf
     directory = pathlib.Path(directory)
     rng = np.random.default_rng(seed)
-    for name in PHOTO_CLASSES:
+    draw = draw_texture if textures else draw_photo
+    for name in TEXTURE_CLASSES if textures else PHOTO_CLASSES:
         (directory / 'my_photos' / name).mkdir(parents=True, exist_ok=True)
         for number in range(per_class):
-            image = draw_photo(name, *rng.integers(48, 97, 2), rng)
+            image = draw(name, *rng.integers(48, 97, 2), rng)
             png = number == 0
             data = tf.io.encode_png(image) if png else tf.io.encode_jpeg(image)
             suffix = 'png' if png else 'jpg'
             (directory / 'my_photos' / name / f'{name}_{number:02d}.{suffix}').write_bytes(
                 data.numpy())
-    (directory / 'new_photo.jpg').write_bytes(
-        tf.io.encode_jpeg(draw_photo('roses', 80, 96, rng)).numpy())
+    (directory / 'new_photo.jpg').write_bytes(tf.io.encode_jpeg(
+        draw('stripes' if textures else 'roses', 80, 96, rng)).numpy())
 
 
 def build_fixtures(directory):
