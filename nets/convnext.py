@@ -33,6 +33,21 @@ from nets.registry import register_network
 
 EPSILON = 1e-6  # of every layer norm
 LAYER_SCALE_INIT = 1e-6
+# Our module path (under the net's scope) -> timm's `convnext_*` module path (an importer's
+# table, nets/timm_import); <i> is the stage, <j> the block.
+TIMM_NAMES = (
+    ('stem/conv', 'stem.0'),
+    ('stem/layer_norm', 'stem.1'),
+    ('stage_<i>/downsample/layer_norm', 'stages.<i>.downsample.0'),
+    ('stage_<i>/downsample/conv', 'stages.<i>.downsample.1'),
+    ('stage_<i>/block_<j>/depthwise_conv', 'stages.<i>.blocks.<j>.conv_dw'),
+    ('stage_<i>/block_<j>/layer_norm', 'stages.<i>.blocks.<j>.norm'),
+    ('stage_<i>/block_<j>/pointwise_conv_1', 'stages.<i>.blocks.<j>.mlp.fc1'),
+    ('stage_<i>/block_<j>/pointwise_conv_2', 'stages.<i>.blocks.<j>.mlp.fc2'),
+    ('stage_<i>/block_<j>/layer_scale', 'stages.<i>.blocks.<j>.gamma'),
+    ('head/layer_norm', 'head.norm'),
+    ('head/logits', 'head.fc'),
+)
 EXPANSION = 4
 WEIGHTS_INITIALIZER = layers.truncated_normal_initializer(0.02)
 # Variant -> (blocks per stage, channels per stage), as the paper's Table / Keras's.

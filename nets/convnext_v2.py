@@ -24,8 +24,10 @@ convs, [out, in, 1, 1], the others as linear layers, [out, in]; ours are [in, ou
 | .../global_response_norm/{gamma,beta} | stages.<i>.blocks.<j>.mlp.grn.{weight,bias} |
 | head/layer_norm, head/logits | head.norm, head.fc |
 
-`TIMM_NAMES` holds that table as (our pattern, timm's pattern) for an importer.
+`TIMM_NAMES` holds that table as (our pattern, timm's pattern) for an importer:
+ConvNeXt's (convnext.TIMM_NAMES) without the layer scale, with the response norm.
 """
+from nets import convnext
 from nets.convnext import ConvNeXt
 from nets.registry import register_network
 
@@ -42,19 +44,9 @@ VARIANTS = {
 }
 # Our module path (under the net's scope) -> timm's module path; <i>, <j> as above.
 # Each module's variables: weights/depthwise_weights/gamma -> weight, biases/beta -> bias.
-TIMM_NAMES = (
-    ('stem/conv', 'stem.0'),
-    ('stem/layer_norm', 'stem.1'),
-    ('stage_<i>/downsample/layer_norm', 'stages.<i>.downsample.0'),
-    ('stage_<i>/downsample/conv', 'stages.<i>.downsample.1'),
-    ('stage_<i>/block_<j>/depthwise_conv', 'stages.<i>.blocks.<j>.conv_dw'),
-    ('stage_<i>/block_<j>/layer_norm', 'stages.<i>.blocks.<j>.norm'),
-    ('stage_<i>/block_<j>/pointwise_conv_1', 'stages.<i>.blocks.<j>.mlp.fc1'),
-    ('stage_<i>/block_<j>/global_response_norm', 'stages.<i>.blocks.<j>.mlp.grn'),
-    ('stage_<i>/block_<j>/pointwise_conv_2', 'stages.<i>.blocks.<j>.mlp.fc2'),
-    ('head/layer_norm', 'head.norm'),
-    ('head/logits', 'head.fc'),
-)
+TIMM_NAMES = tuple(pair for pair in convnext.TIMM_NAMES
+                   if not pair[0].endswith('/layer_scale')) + (
+    ('stage_<i>/block_<j>/global_response_norm', 'stages.<i>.blocks.<j>.mlp.grn'),)
 
 
 def _register(name, variant):
